@@ -1,0 +1,99 @@
+"""In-place double centering of Gram matrices.
+
+Train:  K <- K - 1K/n - K1/n + 1K1/n^2, i.e. K[i,j] += t - r[i] - c[j] with
+        r the row means, c the column means and t the grand mean.
+Test:   K[i,j] += t - r[i] - c[j] with r the row means of the cross-Gram itself
+        and c, t the training column means and grand mean.
+
+One read pass for the means (float64 accumulation, one column-sum buffer of
+length n per thread: O(n) extra memory), one read-write pass for the update.
+"""
+from cython.parallel cimport prange, parallel
+from cython cimport floating
+
+import numpy as np
+
+from fastkern._openmp cimport omp_get_thread_num
+
+
+cdef void _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r,
+                        double *colsum, double *buf, int n_threads) noexcept nogil:
+    """r[i] = sum_j K[i,j]; colsum[j] = sum_i K[i,j].
+
+    buf is zeroed scratch of n_threads * m doubles: each thread owns a column-sum
+    row, reduced at the end.
+    """
+    cdef Py_ssize_t i, j, tid
+    cdef double s
+    cdef double *local
+    with parallel(num_threads=n_threads):
+        tid = omp_get_thread_num()
+        local = buf + tid * m
+        for i in prange(n, schedule='static'):
+            s = 0.0
+            for j in range(m):
+                s = s + K[i * m + j]
+                local[j] = local[j] + K[i * m + j]
+            r[i] = s
+    for j in range(m):
+        colsum[j] = 0.0
+    for tid in range(n_threads):
+        for j in range(m):
+            colsum[j] += buf[tid * m + j]
+
+
+cdef void _update(floating *K, Py_ssize_t n, Py_ssize_t m, const double *r,
+                  const double *c, double t, int n_threads) noexcept nogil:
+    cdef Py_ssize_t i, j
+    cdef double a
+    for i in prange(n, num_threads=n_threads, schedule='static'):
+        a = t - r[i]
+        for j in range(m):
+            K[i * m + j] = <floating> (K[i * m + j] + (a - c[j]))
+
+
+def center_train(floating[:, ::1] K, int n_threads):
+    """Double-centre a square K in place; return (column means, grand mean)."""
+    cdef Py_ssize_t n = K.shape[0]
+    cdef double[::1] r = np.empty(n)
+    cdef double[::1] c = np.empty(n)
+    cdef double[:, ::1] buf = np.zeros((n_threads, n))
+    cdef double t = 0.0
+    cdef Py_ssize_t i
+    with nogil:
+        _row_col_sums(&K[0, 0], n, n, &r[0], &c[0], &buf[0, 0], n_threads)
+        for i in range(n):
+            r[i] /= n
+            c[i] /= n
+            t += c[i]
+        t /= n
+        _update(&K[0, 0], n, n, &r[0], &c[0], t, n_threads)
+    return np.asarray(c), t
+
+
+def center_test(floating[:, ::1] K, const double[::1] fit_col_means, double fit_mean,
+                int n_threads):
+    """Centre a cross-Gram K(X_test, X_train) in place with the training means."""
+    cdef Py_ssize_t n = K.shape[0], m = K.shape[1], i, j
+    cdef double[::1] r = np.empty(n)
+    cdef double s
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule='static'):
+            s = 0.0
+            for j in range(m):
+                s = s + K[i, j]
+            r[i] = s / m
+        _update(&K[0, 0], n, m, &r[0], &fit_col_means[0], fit_mean, n_threads)
+
+
+def column_means(const floating[:, ::1] K, int n_threads):
+    """Column means and grand mean of K without modifying it (KernelCenterer.fit)."""
+    cdef Py_ssize_t n = K.shape[0], m = K.shape[1], j
+    cdef double[::1] r = np.empty(n)
+    cdef double[::1] c = np.empty(m)
+    cdef double[:, ::1] buf = np.zeros((n_threads, m))
+    with nogil:
+        _row_col_sums(&K[0, 0], n, m, &r[0], &c[0], &buf[0, 0], n_threads)
+        for j in range(m):
+            c[j] /= n
+    return np.asarray(c), float(np.mean(c))

@@ -1,0 +1,54 @@
+"""Build and runtime configuration: OpenMP, threads, BLAS, SIMD."""
+import sys
+
+from fastkern import _openmp
+
+
+def config_info():
+    """A dict describing this build and machine (used by show_config and the CLI)."""
+    import os
+
+    import numpy as np
+    import scipy
+    from threadpoolctl import threadpool_info
+
+    import fastkern
+    from fastkern import _gram  # noqa: F401  (loads scipy's BLAS so it is reported)
+
+    blas = [
+        {
+            "internal_api": i.get("internal_api"),
+            "version": i.get("version"),
+            "num_threads": i.get("num_threads"),
+            "architecture": i.get("architecture"),
+            "filepath": os.path.basename(i.get("filepath", "")),
+        }
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    return {
+        "fastkern": fastkern.__version__,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "openmp": _openmp.openmp_enabled(),
+        "threads": _openmp.max_threads(),
+        "cores": os.cpu_count(),
+        "blas": blas,
+    }
+
+
+def show_config(file=None):
+    """Print whether OpenMP is on, the default thread count and the BLAS in use."""
+    info = config_info()
+    file = sys.stdout if file is None else file
+    print(f"fastkern {info['fastkern']} (python {info['python']}, numpy {info['numpy']}, "
+          f"scipy {info['scipy']})", file=file)
+    state = "on" if info["openmp"] else "off (serial build)"
+    print(f"OpenMP: {state}; default threads: {info['threads']} of {info['cores']} cores",
+          file=file)
+    for b in info["blas"]:
+        print(f"BLAS: {b['internal_api']} {b['version']} ({b['filepath']}, "
+              f"{b['num_threads']} threads, {b['architecture']})", file=file)
+    if not info["blas"]:
+        print("BLAS: not detected by threadpoolctl", file=file)

@@ -1,0 +1,19 @@
+# Declarations of the vectorised element-wise maps in src/fk_maps.h.
+cdef extern from "fk_maps.h" nogil:
+    int FK_MAX_SEG
+    void fk_vexp_d(double *x, Py_ssize_t n, double scale)
+    void fk_vexp_f(float *x, Py_ssize_t n, float scale)
+    void fk_rbf_dot_d(double *g, const double *yn, double xn, double gamma, Py_ssize_t n)
+    void fk_rbf_dot_f(float *g, const double *yn, double xn, double gamma, Py_ssize_t n)
+    void fk_sqdist_row_d(const double *x, const double *yt, Py_ssize_t ld, Py_ssize_t d,
+                         Py_ssize_t n, double *out)
+    void fk_sqdist_row_f(const float *x, const float *yt, Py_ssize_t ld, Py_ssize_t d,
+                         Py_ssize_t n, float *out)
+    void fk_l1dist_row_d(const double *x, const double *yt, Py_ssize_t ld, Py_ssize_t d,
+                         Py_ssize_t n, double *out)
+    void fk_l1dist_row_f(const float *x, const float *yt, Py_ssize_t ld, Py_ssize_t d,
+                         Py_ssize_t n, float *out)
+    void fk_ipow_d(double *g, Py_ssize_t n, double gamma, double coef0, long degree)
+    void fk_ipow_f(float *g, Py_ssize_t n, float gamma, float coef0, long degree)
+    void fk_affine_d(double *g, Py_ssize_t n, double gamma, double coef0)
+    void fk_affine_f(float *g, Py_ssize_t n, float gamma, float coef0)

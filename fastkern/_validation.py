@@ -1,0 +1,124 @@
+"""Input validation shared by every public entry point.
+
+Everything that could make compiled code misbehave (NaN, wrong ndim, empty
+arrays, bad parameters, wrong `out`) is rejected here, before any nogil code
+runs, with a message that names the offending argument.
+"""
+import numbers
+
+import numpy as np
+
+from fastkern import _openmp
+
+# Row-block size for the NaN/inf scan of large arrays: bounds the boolean
+# temporary to a few MB instead of one the size of the input.
+_FINITE_CHUNK = 1 << 20
+
+
+def check_n_threads(n_threads):
+    """Normalise n_threads: None means OpenMP's default (OMP_NUM_THREADS or all cores)."""
+    if n_threads is None:
+        return max(1, _openmp.max_threads())
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, numbers.Integral):
+        raise TypeError(f"n_threads must be None or a positive integer, got {n_threads!r}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be None or a positive integer, got {n_threads}")
+    return int(n_threads)
+
+
+def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
+    """A finite real scalar, optionally bounded below; bools are rejected."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        op = ">=" if low_inclusive else ">"
+        raise ValueError(f"{name} must be {op} {low}, got {value}")
+    return value
+
+
+def _all_finite(A):
+    # The sum is NaN/inf whenever an element is; only if it is not finite
+    # (or overflowed) do we scan in chunks to be sure.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.sum(A, dtype=np.float64)):
+            return True
+    flat = A.reshape(-1) if A.flags.c_contiguous or A.flags.f_contiguous else None
+    if flat is not None:
+        return all(np.isfinite(flat[i:i + _FINITE_CHUNK]).all()
+                   for i in range(0, flat.size, _FINITE_CHUNK))
+    rows = max(1, _FINITE_CHUNK // max(1, A.shape[1]))
+    return all(np.isfinite(A[i:i + rows]).all() for i in range(0, A.shape[0], rows))
+
+
+def check_array_2d(A, name, *, finite=True):
+    """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
+    if hasattr(A, "tocsr") or hasattr(A, "todense"):
+        raise TypeError(f"{name} is a sparse matrix; fastkern needs a dense array")
+    A = np.asarray(A)
+    if A.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {A.ndim}-D with shape {A.shape}")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {A.shape}); at least one row and one column are needed")
+    if finite and A.dtype.kind == "f" and not _all_finite(A):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return A
+
+
+def result_dtype(*arrays):
+    """float32 only when every input is float32 (as scikit-learn); else float64."""
+    if all(a.dtype == np.float32 for a in arrays if a is not None):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def check_pair(X, Y):
+    """Validate X (and Y) for a Gram matrix; returns C-contiguous (X, Y, symmetric).
+
+    Y is None, or the very same object as X, means K(X, X): symmetric.
+    """
+    symmetric = Y is None or Y is X
+    X = check_array_2d(X, "X")
+    Y = X if symmetric else check_array_2d(Y, "Y")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"Incompatible dimension for X and Y matrices: X.shape[1] == {X.shape[1]} "
+            f"while Y.shape[1] == {Y.shape[1]}"
+        )
+    dtype = result_dtype(X, Y)
+    X = np.ascontiguousarray(X, dtype=dtype)
+    Y = X if symmetric else np.ascontiguousarray(Y, dtype=dtype)
+    return X, Y, symmetric
+
+
+def check_out(out, shape, dtype, inputs=()):
+    """Validate a user-supplied output buffer, or allocate one."""
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}, expected {np.dtype(dtype)}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    for a in inputs:
+        if np.may_share_memory(out, a):
+            raise ValueError("out must not share memory with the inputs")
+    return out
+
+
+def check_square(K, name="K"):
+    K = check_array_2d(K, name)
+    if K.shape[0] != K.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {K.shape}")
+    return K

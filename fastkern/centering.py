@@ -1,0 +1,98 @@
+"""In-place double centering of Gram matrices (Cython kernels in _centering.pyx)."""
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from fastkern import _centering
+from fastkern._validation import check_array_2d, check_n_threads, check_square, result_dtype
+
+__all__ = ["center_gram", "KernelCenterer"]
+
+
+def _inplace_view(K):
+    """A C-contiguous float view of K's own memory, or None if K cannot be centred in place.
+
+    A Fortran-ordered square K is centred through K.T: the double-centering
+    rule is symmetric in rows and columns, so centring K.T is centring K.
+    """
+    if not isinstance(K, np.ndarray) or K.dtype not in (np.float32, np.float64):
+        return None
+    if not K.flags.writeable:
+        return None
+    if K.flags.c_contiguous:
+        return K
+    if K.flags.f_contiguous and K.shape[0] == K.shape[1]:
+        return K.T
+    return None
+
+
+def center_gram(K, *, copy=False, n_threads=None):
+    """Double-centre a square Gram matrix: K - 1K/n - K1/n + 1K1/n^2.
+
+    In place (and K is returned) unless copy=True; O(n) extra memory, one read
+    pass for the means and one read-write pass for the update.  In-place
+    centering needs a writeable C- or F-contiguous float32/float64 array.
+    """
+    K = check_square(K, "K")
+    n_threads = check_n_threads(n_threads)
+    if copy:
+        K = np.array(K, dtype=result_dtype(K), order="C", copy=True)
+        view = K
+    else:
+        view = _inplace_view(K)
+        if view is None:
+            raise ValueError(
+                "K cannot be centred in place: it must be a writeable C- or F-contiguous "
+                f"float32/float64 array (got dtype {K.dtype}); pass copy=True"
+            )
+    _centering.center_train(view, n_threads)
+    return K
+
+
+class KernelCenterer(TransformerMixin, BaseEstimator):
+    """Centre a kernel matrix as if the feature vectors had zero mean.
+
+    Drop-in for ``sklearn.preprocessing.KernelCenterer``: ``fit`` records the
+    training Gram's column means ``K_fit_rows_`` and grand mean ``K_fit_all_``;
+    ``transform`` centres the training Gram or a test cross-Gram
+    K(X_test, X_train) with them.  ``copy=False`` centres in place whenever K is
+    a writeable C-contiguous float array (otherwise a converted copy is made, as
+    scikit-learn does).
+    """
+
+    def __init__(self, n_threads=None):
+        self.n_threads = n_threads
+
+    def fit(self, K, y=None):
+        K = check_square(K, "K")
+        n_threads = check_n_threads(self.n_threads)
+        Kc = np.ascontiguousarray(K, dtype=result_dtype(K))
+        self.K_fit_rows_, self.K_fit_all_ = _centering.column_means(Kc, n_threads)
+        self.n_features_in_ = K.shape[1]
+        return self
+
+    def transform(self, K, copy=True):
+        check_is_fitted(self, "K_fit_rows_")
+        K = check_array_2d(K, "K")
+        if K.shape[1] != self.K_fit_rows_.shape[0]:
+            raise ValueError(
+                f"K has {K.shape[1]} columns but the KernelCenterer was fitted on "
+                f"{self.K_fit_rows_.shape[0]} training samples"
+            )
+        n_threads = check_n_threads(self.n_threads)
+        dtype = result_dtype(K)
+        if (not copy and isinstance(K, np.ndarray) and K.dtype == dtype
+                and K.flags.c_contiguous and K.flags.writeable):
+            Kc = K
+        else:
+            Kc = np.array(K, dtype=dtype, order="C", copy=True)
+        _centering.center_test(Kc, self.K_fit_rows_, self.K_fit_all_, n_threads)
+        return Kc
+
+    def fit_transform(self, K, y=None, copy=True):
+        return self.fit(K).transform(K, copy=copy)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = True
+        return tags

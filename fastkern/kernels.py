@@ -1,0 +1,320 @@
+"""Kernel objects that compose by the rules that keep a kernel positive definite.
+
+If k1, k2 are positive definite kernels then so are k1 + k2, k1 * k2 (Schur
+product theorem), c * k for c > 0, sum_i a_i k^i with every a_i >= 0, and
+exp(k) (the limit of such polynomials).  Each operation below implements one
+of these rules and refuses the ones that break positive definiteness
+(c <= 0, a negative coefficient, differences of kernels).
+
+Every kernel is callable as ``k(X, Y=None, *, out=None, n_threads=None)`` and
+returns the Gram matrix; base kernels run the Cython tile loops directly.
+"""
+import numbers
+
+import numpy as np
+
+from fastkern import pairwise as _pw
+from fastkern._validation import check_real, check_square
+
+__all__ = [
+    "Kernel",
+    "Linear",
+    "Polynomial",
+    "RBF",
+    "Laplacian",
+    "Sigmoid",
+    "Exponential",
+    "Sum",
+    "Product",
+    "Scaled",
+    "PolynomialOf",
+    "ExpOf",
+    "exp",
+    "min_eigenvalue",
+]
+
+
+def _is_number(c):
+    return isinstance(c, numbers.Real) and not isinstance(c, (bool, np.bool_))
+
+
+class Kernel:
+    """Base class: algebra and the call protocol."""
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        raise NotImplementedError
+
+    # -- algebra ---------------------------------------------------------
+    def __add__(self, other):
+        if isinstance(other, Kernel):
+            return Sum(self, other)
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __mul__(self, other):
+        if isinstance(other, Kernel):
+            return Product(self, other)
+        if _is_number(other):
+            return Scaled(self, other)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __pow__(self, p):
+        if not isinstance(p, numbers.Integral) or isinstance(p, bool) or p < 1:
+            raise ValueError(f"a kernel can only be raised to an integer power >= 1, got {p!r}")
+        return PolynomialOf(self, [0.0] * int(p) + [1.0])
+
+    def __sub__(self, other):
+        raise ValueError("the difference of two kernels is not positive definite in general")
+
+    __rsub__ = __sub__
+
+    def __neg__(self):
+        raise ValueError("-k is not positive definite: scale factors must be > 0")
+
+    def polynomial(self, coefficients):
+        """sum_i coefficients[i] * k^i (elementwise powers); all coefficients >= 0."""
+        return PolynomialOf(self, coefficients)
+
+    def exp(self):
+        """exp(k) elementwise, positive definite whenever k is."""
+        return ExpOf(self)
+
+    # -- introspection (sklearn's clone/get_params deep-copy these objects) --
+    def _params(self):
+        return {}
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._params() == other._params()
+
+    def __hash__(self):
+        return hash((type(self).__name__, repr(self)))
+
+
+class _Base(Kernel):
+    _metric = None
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        return _pw.pairwise_kernels(X, Y, metric=self._metric, out=out,
+                                    n_threads=n_threads, **self._params())
+
+
+class Linear(_Base):
+    """k(x, y) = <x, y>."""
+
+    _metric = "linear"
+
+
+class Polynomial(_Base):
+    """k(x, y) = (gamma <x, y> + coef0)^degree.
+
+    Positive definite for an integer degree >= 1 and coef0 >= 0 (a polynomial
+    of the linear kernel with non-negative coefficients), which is enforced.
+    """
+
+    _metric = "poly"
+
+    def __init__(self, degree=3, gamma=None, coef0=1.0):
+        if not isinstance(degree, numbers.Integral) or isinstance(degree, bool) or degree < 1:
+            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+        self.degree = int(degree)
+        self.gamma = check_real(gamma, "gamma", low=0.0, allow_none=True)
+        self.coef0 = check_real(coef0, "coef0", low=0.0)
+
+    def _params(self):
+        return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+
+
+class _GammaKernel(_Base):
+    def __init__(self, gamma=None):
+        self.gamma = check_real(gamma, "gamma", low=0.0, allow_none=True)
+
+    def _params(self):
+        return {"gamma": self.gamma}
+
+
+class RBF(_GammaKernel):
+    """k(x, y) = exp(-gamma ||x - y||^2); gamma=None means 1/n_features."""
+
+    _metric = "rbf"
+
+
+class Laplacian(_GammaKernel):
+    """k(x, y) = exp(-gamma ||x - y||_1); gamma=None means 1/n_features."""
+
+    _metric = "laplacian"
+
+
+class Exponential(_GammaKernel):
+    """k(x, y) = exp(gamma <x, y>); gamma=None means 1/n_features."""
+
+    _metric = "exponential"
+
+
+class Sigmoid(_Base):
+    """k(x, y) = tanh(gamma <x, y> + coef0).
+
+    Not positive definite in general: its Gram matrix can have negative
+    eigenvalues for many gamma/coef0 and data sets (check one with
+    ``fastkern.min_eigenvalue``).  It is offered for compatibility with
+    scikit-learn; compositions that assume positive definiteness do not make
+    it one.
+    """
+
+    _metric = "sigmoid"
+
+    def __init__(self, gamma=None, coef0=1.0):
+        self.gamma = check_real(gamma, "gamma", low=0.0, allow_none=True)
+        self.coef0 = check_real(coef0, "coef0")
+
+    def _params(self):
+        return {"gamma": self.gamma, "coef0": self.coef0}
+
+
+class Sum(Kernel):
+    """k1 + k2."""
+
+    def __init__(self, k1, k2):
+        self.k1, self.k2 = k1, k2
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        K = self.k1(X, Y, out=out, n_threads=n_threads)
+        K += self.k2(X, Y, n_threads=n_threads)
+        return K
+
+    def _params(self):
+        return {"k1": self.k1, "k2": self.k2}
+
+    def __repr__(self):
+        return f"({self.k1!r} + {self.k2!r})"
+
+
+class Product(Kernel):
+    """k1 * k2 (elementwise; positive definite by the Schur product theorem)."""
+
+    def __init__(self, k1, k2):
+        self.k1, self.k2 = k1, k2
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        K = self.k1(X, Y, out=out, n_threads=n_threads)
+        K *= self.k2(X, Y, n_threads=n_threads)
+        return K
+
+    def _params(self):
+        return {"k1": self.k1, "k2": self.k2}
+
+    def __repr__(self):
+        return f"({self.k1!r} * {self.k2!r})"
+
+
+class Scaled(Kernel):
+    """c * k for c > 0."""
+
+    def __init__(self, kernel, c):
+        self.c = check_real(c, "c", low=0.0, low_inclusive=False)
+        self.kernel = kernel
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        K = self.kernel(X, Y, out=out, n_threads=n_threads)
+        K *= K.dtype.type(self.c)
+        return K
+
+    def _params(self):
+        return {"kernel": self.kernel, "c": self.c}
+
+    def __repr__(self):
+        return f"{self.c!r} * {self.kernel!r}"
+
+
+class PolynomialOf(Kernel):
+    """sum_i a_i k^i with a_i >= 0 (a_0 is a constant kernel, also positive definite)."""
+
+    def __init__(self, kernel, coefficients):
+        coefs = [check_real(a, f"coefficients[{i}]") for i, a in enumerate(coefficients)]
+        if not coefs:
+            raise ValueError("coefficients must not be empty")
+        bad = [i for i, a in enumerate(coefs) if a < 0]
+        if bad:
+            raise ValueError(
+                f"coefficients must be >= 0 to keep the kernel positive definite; "
+                f"coefficients[{bad[0]}] = {coefs[bad[0]]}"
+            )
+        while len(coefs) > 1 and coefs[-1] == 0:
+            coefs.pop()
+        self.kernel = kernel
+        self.coefficients = tuple(coefs)
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        base = self.kernel(X, Y, n_threads=n_threads)
+        if out is None:
+            out = np.empty_like(base)
+        else:
+            from fastkern._validation import check_out
+
+            out = check_out(out, base.shape, base.dtype, inputs=(base,))
+        # Horner's rule, elementwise, in place in `out`.
+        out.fill(self.coefficients[-1])
+        for a in reversed(self.coefficients[:-1]):
+            out *= base
+            out += out.dtype.type(a)
+        return out
+
+    def _params(self):
+        return {"kernel": self.kernel, "coefficients": self.coefficients}
+
+
+class ExpOf(Kernel):
+    """exp(k) elementwise."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        K = self.kernel(X, Y, out=out, n_threads=n_threads)
+        np.exp(K, out=K)
+        return K
+
+    def _params(self):
+        return {"kernel": self.kernel}
+
+
+def exp(kernel):
+    """exp(k): positive definite whenever k is."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"exp expects a fastkern kernel, got {type(kernel).__name__}")
+    return ExpOf(kernel)
+
+
+# Below this size one LAPACK call (tridiagonalisation, then bisection for a
+# single eigenvalue) is cheaper than Lanczos iterations.
+_DENSE_MIN_EIG = 1500
+
+
+def min_eigenvalue(K, *, tol=1e-10):
+    """Smallest eigenvalue of a symmetric matrix, without computing the others.
+
+    Small matrices use LAPACK syevr restricted to one eigenvalue; large ones
+    use Lanczos (ARPACK, which='SA').  A clearly negative result means the
+    kernel is not positive definite on these data.
+    """
+    from scipy import linalg
+    from scipy.sparse.linalg import eigsh
+
+    K = check_square(K, "K")
+    K = np.asarray(K, dtype=np.float64)
+    scale = max(float(np.abs(K).max()), np.finfo(float).tiny)
+    # Asymmetry is checked on a sample of rows so the check costs O(n).
+    n = K.shape[0]
+    rows = np.unique(np.linspace(0, n - 1, min(n, 64)).astype(int))
+    if not np.allclose(K[rows], K[:, rows].T, rtol=1e-7, atol=1e-9 * scale):
+        raise ValueError("K must be symmetric")
+    if n <= _DENSE_MIN_EIG:
+        return float(linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0],
+                                 driver="evr")[0])
+    return float(eigsh(K, k=1, which="SA", tol=tol, return_eigenvectors=False)[0])
