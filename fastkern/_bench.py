@@ -1,0 +1,542 @@
+"""Timing and peak-memory harness shared by ``fastkern bench`` and benchmarks/.
+
+Four tasks (RBF Gram, double centering, KernelPCA, KernelRidge) are each
+implemented four ways: the naive Python double loop over ``np.ndindex`` for the
+Gram (followed by plain NumPy for the rest of the task), vectorised NumPy,
+scikit-learn and fastkern.
+
+Peak memory is the increase of the process's peak resident set size over its
+resident size just before the call, measured in a fresh process per
+measurement: the peak-RSS counter of the child is reset through
+``/proc/self/clear_refs`` (Linux), so it sees everything the call touches,
+BLAS/LAPACK work space included.  Where that counter cannot be reset the
+harness falls back to tracemalloc, which sees only allocations made through
+Python and NumPy; :func:`memory_method` says which one is in use.
+"""
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+TASKS = ("gram", "center", "kpca", "ridge")
+TASK_TITLES = {
+    "gram": "RBF Gram",
+    "center": "centering",
+    "kpca": "KernelPCA",
+    "ridge": "KernelRidge",
+}
+IMPLS = ("naive", "numpy", "sklearn", "fastkern")
+N_FEATURES = 16
+N_COMPONENTS = 5
+RIDGE_ALPHA = 1.0
+
+# The child processes import these once, in the fork server, so that each
+# measurement starts in milliseconds instead of re-importing SciPy/sklearn.
+_PRELOAD = [
+    "numpy",
+    "scipy.linalg",
+    "threadpoolctl",
+    "fastkern",
+    "fastkern.decomposition",
+    "fastkern.kernel_ridge",
+    "sklearn.decomposition",
+    "sklearn.kernel_ridge",
+    "sklearn.metrics.pairwise",
+    "sklearn.preprocessing",
+    "fastkern._bench",
+]
+
+
+# ---------------------------------------------------------------- data
+
+
+def make_data(n, d=N_FEATURES, *, dtype=np.float64, seed=0):
+    """Standard normal features and a smooth noisy target."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(dtype, copy=False)
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+# ---------------------------------------------------------------- reference implementations
+
+
+def naive_rbf_gram(X, gamma):
+    """The classic double loop: one Python-level kernel call per entry."""
+    N = X.shape[0]
+
+    def kernel(x, z):
+        return np.exp(-gamma * np.sum((x - z) ** 2))
+
+    K = np.empty((N, N))
+    for i, j in np.ndindex(N, N):
+        K[i, j] = kernel(X[i], X[j])
+    return K
+
+
+def numpy_rbf_gram(X, gamma):
+    """exp(-gamma (|x|^2 + |z|^2 - 2 x.z)) with one N x N array, updated in place."""
+    sq = np.einsum("ij,ij->i", X, X)
+    K = X @ X.T
+    K *= -2.0
+    K += sq[:, None]
+    K += sq[None, :]
+    np.maximum(K, 0.0, out=K)
+    K *= -gamma
+    np.exp(K, out=K)
+    return K
+
+
+def textbook_center(K):
+    """H K H with the centering matrix H = I - 11^T/n (two N^3 products)."""
+    n = K.shape[0]
+    H = np.eye(n) - 1.0 / n
+    return H @ K @ H
+
+
+def numpy_center(K):
+    """K - column means - row means + grand mean, by broadcasting, in place."""
+    col = K.mean(axis=0)
+    row = K.mean(axis=1)
+    grand = col.mean()
+    K -= col[None, :]
+    K -= row[:, None]
+    K += grand
+    return K
+
+
+def numpy_kpca(Kc, n_components):
+    """Top eigenpairs of a centred Gram by a full symmetric eigendecomposition."""
+    vals, vecs = np.linalg.eigh(Kc)
+    vals = vals[::-1][:n_components]
+    vecs = vecs[:, ::-1][:, :n_components]
+    return vecs * np.sqrt(np.maximum(vals, 0.0))
+
+
+def numpy_ridge(K, y, alpha):
+    """Dual coefficients (K + alpha I)^-1 y."""
+    K.flat[:: K.shape[0] + 1] += alpha
+    return np.linalg.solve(K, y)
+
+
+# ---------------------------------------------------------------- tasks
+
+
+def build(task, impl, n, *, d=N_FEATURES, n_threads=None):
+    """A zero-argument callable running `task` with `impl` on fresh data of n rows.
+
+    The inputs (and, for the centering task, the Gram matrix) are prepared
+    here, outside what is timed.
+    """
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    X, y = make_data(n, d)
+    gamma = 1.0 / d
+
+    if task == "gram":
+        if impl == "naive":
+            return lambda: naive_rbf_gram(X, gamma)
+        if impl == "numpy":
+            return lambda: numpy_rbf_gram(X, gamma)
+        if impl == "sklearn":
+            from sklearn.metrics.pairwise import rbf_kernel
+            return lambda: rbf_kernel(X, gamma=gamma)
+        from fastkern import rbf_kernel
+        return lambda: rbf_kernel(X, gamma=gamma, n_threads=n_threads)
+
+    if task == "center":
+        from fastkern import rbf_kernel
+        K = rbf_kernel(X, gamma=gamma)
+        if impl == "naive":
+            return lambda: textbook_center(K)
+        if impl == "numpy":
+            return lambda: numpy_center(K)
+        if impl == "sklearn":
+            from sklearn.preprocessing import KernelCenterer
+            return lambda: KernelCenterer().fit_transform(K)
+        from fastkern import center_gram
+        return lambda: center_gram(K, n_threads=n_threads)
+
+    if task == "kpca":
+        if impl in ("naive", "numpy"):
+            gram = naive_rbf_gram if impl == "naive" else numpy_rbf_gram
+            return lambda: numpy_kpca(numpy_center(gram(X, gamma)), N_COMPONENTS)
+        if impl == "sklearn":
+            from sklearn.decomposition import KernelPCA
+            est = KernelPCA(n_components=N_COMPONENTS, kernel="rbf", gamma=gamma,
+                            eigen_solver="arpack", random_state=0)
+            return lambda: est.fit_transform(X)
+        from fastkern.decomposition import KernelPCA
+        est = KernelPCA(n_components=N_COMPONENTS, kernel="rbf", gamma=gamma,
+                        n_threads=n_threads)
+        return lambda: est.fit_transform(X)
+
+    if impl in ("naive", "numpy"):
+        gram = naive_rbf_gram if impl == "naive" else numpy_rbf_gram
+        return lambda: numpy_ridge(gram(X, gamma), y, RIDGE_ALPHA)
+    if impl == "sklearn":
+        from sklearn.kernel_ridge import KernelRidge
+        est = KernelRidge(alpha=RIDGE_ALPHA, kernel="rbf", gamma=gamma)
+        return lambda: est.fit(X, y)
+    from fastkern.kernel_ridge import KernelRidge
+    est = KernelRidge(alpha=RIDGE_ALPHA, kernel="rbf", gamma=gamma, n_threads=n_threads)
+    return lambda: est.fit(X, y)
+
+
+# ---------------------------------------------------------------- memory
+
+
+def _proc_status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"{key} not in /proc/self/status")
+
+
+def _reset_peak_rss():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def memory_method():
+    """"rss" when the peak RSS can be reset (Linux), else "tracemalloc"."""
+    try:
+        _proc_status("VmHWM:")
+        _reset_peak_rss()
+    except OSError:
+        return "tracemalloc"
+    return "rss"
+
+
+def tracemalloc_peak(fn):
+    """(result, peak bytes allocated through Python/NumPy while fn runs)."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, peak
+
+
+def _rss_peak(fn):
+    """(seconds, peak RSS increase in bytes) of one call of fn."""
+    base = _proc_status("VmRSS:")
+    _reset_peak_rss()
+    t0 = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - t0
+    return elapsed, max(0, _proc_status("VmHWM:") - base)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def best_time(fn, *, min_time=0.2, max_repeat=5, first=None):
+    """Fastest of up to max_repeat calls, stopping once min_time has been spent.
+
+    `first` is the duration of a call already made, counted as the first run.
+    """
+    times = [] if first is None else [first]
+    spent = sum(times)
+    while len(times) < max_repeat and (not times or spent < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        spent += times[-1]
+    return min(times), len(times)
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads):
+    """Hold BLAS to n_threads (None: leave it alone) so every implementation gets the same cores."""
+    if n_threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n_threads, user_api="blas"):
+        yield
+
+
+def measure_here(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2,
+                 max_repeat=5, method=None):
+    """Time and peak memory of one (task, impl, n) in the current process."""
+    method = memory_method() if method is None else method
+    with blas_threads(n_threads):
+        # A tiny warm-up run performs the lazy imports and starts the thread
+        # pools, whose memory would otherwise count against the first task.
+        build(task, impl, min(n, 48), d=d, n_threads=n_threads)()
+        fn = build(task, impl, n, d=d, n_threads=n_threads)
+        if method == "rss":
+            first, peak = _rss_peak(fn)
+        else:
+            _, peak = tracemalloc_peak(fn)
+            first = None
+        seconds, repeats = best_time(fn, min_time=min_time, max_repeat=max_repeat, first=first)
+    return {
+        "task": task, "impl": impl, "n": n, "d": d, "n_threads": n_threads,
+        "time_s": seconds, "repeats": repeats, "peak_bytes": int(peak),
+        "memory_method": method,
+    }
+
+
+def _child(conn, args, kwargs):
+    try:
+        conn.send(("ok", measure_here(*args, **kwargs)))
+    except BaseException as exc:  # sent to the parent, which raises it
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+_context = None
+
+
+def _mp_context():
+    global _context
+    if _context is None:
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            _context = multiprocessing.get_context("forkserver")
+            _context.set_forkserver_preload(_PRELOAD)
+        else:
+            _context = multiprocessing.get_context("spawn")
+    return _context
+
+
+class MeasurementError(RuntimeError):
+    """A measurement failed in its child process."""
+
+
+def measure(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2, max_repeat=5):
+    """Time and peak memory of one (task, impl, n) in a fresh process.
+
+    Returns a dict with time_s (fastest call), repeats, peak_bytes and
+    memory_method.  A fresh process per measurement keeps one task's heap
+    growth and cached pools out of the next one's peak.
+    """
+    ctx = _mp_context()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child,
+        args=(child, (task, impl, n),
+              {"d": d, "n_threads": n_threads, "min_time": min_time, "max_repeat": max_repeat}),
+    )
+    proc.start()
+    child.close()
+    try:
+        status, payload = parent.recv()
+    except EOFError:
+        proc.join()
+        raise MeasurementError(
+            f"{task}/{impl} at N={n} died (exit code {proc.exitcode}); out of memory?"
+        ) from None
+    finally:
+        parent.close()
+    proc.join()
+    if status != "ok":
+        raise MeasurementError(f"{task}/{impl} at N={n}: {payload}")
+    return payload
+
+
+# ---------------------------------------------------------------- suite
+
+
+def plan(sizes, tasks=TASKS, impls=IMPLS):
+    """(task, impl, n) triples to run; the naive loop only at the smallest size."""
+    smallest = min(sizes)
+    return [(task, impl, n) for task in tasks for n in sizes for impl in impls
+            if impl != "naive" or n == smallest]
+
+
+def run_suite(sizes, *, tasks=TASKS, impls=IMPLS, d=N_FEATURES, n_threads=None,
+              min_time=0.2, max_repeat=5, progress=None):
+    """Measure every planned triple; progress(i, total, task, impl, n) before each."""
+    jobs = plan(sizes, tasks, impls)
+    results = []
+    for i, (task, impl, n) in enumerate(jobs):
+        if progress is not None:
+            progress(i, len(jobs), task, impl, n)
+        results.append(measure(task, impl, n, d=d, n_threads=n_threads,
+                               min_time=min_time, max_repeat=max_repeat))
+    add_speedups(results)
+    return results
+
+
+def add_speedups(results):
+    """speedup_vs_sklearn = sklearn time / this time, for the same task and size."""
+    ref = {(r["task"], r["n"]): r["time_s"] for r in results if r["impl"] == "sklearn"}
+    for r in results:
+        base = ref.get((r["task"], r["n"]))
+        r["speedup_vs_sklearn"] = None if base is None else base / r["time_s"]
+    return results
+
+
+def machine_info(n_threads=None):
+    from fastkern import config_info
+
+    info = config_info()
+    info["n_threads"] = n_threads if n_threads is not None else info["threads"]
+    info["memory_method"] = memory_method()
+    return info
+
+
+def describe_machine(info):
+    blas = "; ".join(f"{b['internal_api']} {b['version']} ({b['num_threads']} threads)"
+                     for b in info["blas"]) or "not detected"
+    omp = "OpenMP on" if info["openmp"] else "OpenMP off"
+    return (f"machine: {info['cores']} cores, {omp}, fastkern threads: {info['n_threads']}, "
+            f"BLAS: {blas}\n"
+            f"fastkern {info['fastkern']}, python {info['python']}, numpy {info['numpy']}, "
+            f"scipy {info['scipy']}")
+
+
+MEMORY_NOTE = {
+    "rss": "peak memory: increase of peak RSS during one call, fresh process per measurement",
+    "tracemalloc": ("peak memory: tracemalloc peak during one call (Python/NumPy allocations "
+                    "only; BLAS-internal buffers not seen), fresh process per measurement"),
+}
+
+
+def _fmt_time(s):
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def _fmt_bytes(b):
+    if b >= 1 << 30:
+        return f"{b / (1 << 30):.2f} GiB"
+    if b >= 1 << 20:
+        return f"{b / (1 << 20):.1f} MiB"
+    return f"{b / 1024:.0f} KiB"
+
+
+def format_table(results):
+    """A plain-text table: one block per task, one row per (size, implementation)."""
+    header = f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} {'vs sklearn':>11} {'peak mem':>10}"
+    lines = [header, "-" * len(header)]
+    for task in TASKS:
+        rows = [r for r in results if r["task"] == task]
+        rows.sort(key=lambda r: (r["n"], IMPLS.index(r["impl"])))
+        for r in rows:
+            sp = r.get("speedup_vs_sklearn")
+            sp = "" if sp is None else f"{sp:.2f}x"
+            lines.append(f"{TASK_TITLES[task]:<12} {r['n']:>6}  {r['impl']:<14} "
+                         f"{_fmt_time(r['time_s']):>10} {sp:>11} {_fmt_bytes(r['peak_bytes']):>10}")
+        if rows:
+            lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
+def write_json(path, results, info, sizes):
+    doc = {"machine": info, "sizes": list(sizes), "n_features": N_FEATURES,
+           "n_components": N_COMPONENTS, "ridge_alpha": RIDGE_ALPHA, "results": results}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+
+
+def plot_results(results, path, info=None):
+    """Time against N on log-log axes, one panel per task, one line per implementation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [t for t in TASKS if any(r["task"] == t for r in results)]
+    cols = min(2, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.2 * rows), squeeze=False)
+    markers = {"naive": "x", "numpy": "s", "sklearn": "o", "fastkern": "D"}
+    for ax, task in zip(axes.flat, tasks):
+        for impl in IMPLS:
+            pts = sorted((r["n"], r["time_s"]) for r in results
+                         if r["task"] == task and r["impl"] == impl)
+            if pts:
+                ns, ts = zip(*pts)
+                ax.plot(ns, ts, marker=markers[impl], label=impl)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(TASK_TITLES[task])
+        ax.set_xlabel("N (samples)")
+        ax.set_ylabel("time (s)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    if info is not None:
+        fig.suptitle(f"fastkern bench: d={N_FEATURES}, {info['cores']} cores, "
+                     f"{info['n_threads']} threads")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def progress_printer(stream=None):
+    """A progress callback writing one updating line (a line per step when not a terminal)."""
+    stream = sys.stderr if stream is None else stream
+    tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def report(i, total, task, impl, n):
+        msg = f"[{i + 1:>3}/{total}] {TASK_TITLES[task]} / {impl} at N={n} ..."
+        if tty:
+            stream.write("\r" + msg.ljust(60))
+            if i + 1 == total:
+                stream.write("\n")
+        else:
+            stream.write(msg + "\n")
+        stream.flush()
+
+    return report
+
+
+# ---------------------------------------------------------------- benchmarks/ helpers
+
+QUICK_SCALE = 0.01
+
+
+def bench_scale():
+    """Size multiplier for benchmarks/: FASTKERN_BENCH_QUICK=1 means 0.01, else
+    FASTKERN_BENCH_SCALE (default 1, the sizes of the performance targets)."""
+    if os.environ.get("FASTKERN_BENCH_QUICK", "").strip().lower() in ("1", "true", "yes", "on"):
+        return QUICK_SCALE
+    text = os.environ.get("FASTKERN_BENCH_SCALE", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        raise ValueError(f"FASTKERN_BENCH_SCALE must be a positive number, got {text!r}") from None
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"FASTKERN_BENCH_SCALE must be a positive number, got {text!r}")
+    return scale
+
+
+def scaled(n, minimum=10):
+    return max(minimum, int(round(n * bench_scale())))
+
+
+def side_by_side(fns, *, rounds=3):
+    """Fastest time of each named callable, calls interleaved round by round so
+    that load from other processes hits every contestant alike."""
+    best = {name: math.inf for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
