@@ -308,10 +308,6 @@ def cmd_kpca(args):
     kpca = KernelPCA(n_components=args.components, kernel=args.kernel, gamma=args.gamma,
                      n_threads=args.threads, verbose=args.verbose)
     Z = kpca.fit_transform(X)
-    if Z.shape[1] < args.components:
-        # sklearn's convention, which fastkern follows: zero-eigenvalue
-        # components are dropped; keep the columns the user asked for.
-        Z = np.hstack([Z, np.zeros((n, args.components - Z.shape[1]))])
 
     header = [f"PC{k + 1}" for k in range(args.components)]
     if labels is not None:
