@@ -1,0 +1,140 @@
+"""Products with a kernel matrix that is never stored: out = K(X, Z) @ V.
+
+Rows of X are cut into blocks of TILE rows and the blocks are shared among
+the OpenMP threads (dynamic schedule).  A thread owns the output rows of its
+block, so no two threads ever write the same memory.  For each column block
+Z[J] it builds the tile K(X[I], Z[J]) in its own buffer with ``gram_tile``
+(the same code, paths and kernel maps as ``fastkern._gram``), multiplies the
+tile into V[J] with a single-threaded dgemm (beta = 1 after the first tile)
+and reuses the buffer for the next tile.  Memory beyond the inputs and the
+output is one TILE x TILE buffer per thread.
+
+float32 data gives float32 tiles (the values the dense Gram would hold), which
+are widened to float64 before the gemm: V and the products are always float64
+so the eigensolver sees products accurate to float64 rounding of the tiles.
+
+The caller must hold BLAS to one thread (``fastkern.pairwise._blas_limit_one``):
+each OpenMP thread runs its own gemm.
+"""
+from cython cimport floating
+from cython.parallel cimport prange
+from scipy.linalg.cython_blas cimport dgemm
+
+import numpy as np
+
+from fastkern._gram cimport KernelSpec, gram_tile, row_sq_norms, K_RBF
+from fastkern._openmp cimport omp_get_thread_num
+
+cdef enum:
+    # Same tile as _gram (512 KiB of doubles, L2-sized); also <= FK_MAX_SEG.
+    TILE = 256
+
+#: Rows (and columns) per tile, exported so Python can size budgets and buffers.
+tile_size = TILE
+
+
+cdef void _block_product(const floating *X, const floating *Z, const floating *Zt,
+                         Py_ssize_t m, Py_ssize_t d, const double *xn, const double *zn,
+                         const double *V, int b, double *out,
+                         Py_ssize_t i0, Py_ssize_t bi, const KernelSpec *spec,
+                         bint symmetric, floating *tile, double *dtile) noexcept nogil:
+    """out[i0:i0+bi] = K(X[i0:i0+bi], Z) @ V, or the row sums of K when V is NULL.
+
+    out is row-major with b columns (one column for row sums).
+    """
+    cdef Py_ssize_t j0, bj, i, j
+    cdef bint diag
+    cdef double s
+    cdef double *T
+    cdef double one = 1.0, beta
+    cdef char tn = b'N'
+    cdef int ib = <int> bi, jb, ldt = TILE
+    j0 = 0
+    while j0 < m:
+        bj = min(<Py_ssize_t> TILE, m - j0)
+        # The BLAS path with diag sets the RBF diagonal to exactly 1 (as the
+        # dense Gram).  The direct path computes distances of identical rows
+        # as exactly 0 anyway, and with diag it would fill only j >= i.
+        diag = symmetric and j0 == i0 and not spec.direct
+        gram_tile(X + i0 * d, Z + j0 * d, Zt + (j0 if spec.direct else 0), m, d,
+                  xn + i0 if xn != NULL else NULL, zn + j0 if zn != NULL else NULL,
+                  tile, TILE, bi, bj, spec, diag)
+        if floating is double:
+            T = tile
+        else:
+            for i in range(bi):
+                for j in range(bj):
+                    dtile[i * TILE + j] = tile[i * TILE + j]
+            T = dtile
+        if V == NULL:
+            for i in range(bi):
+                s = 0.0
+                for j in range(bj):
+                    s = s + T[i * TILE + j]
+                if j0 == 0:
+                    out[i0 + i] = s
+                else:
+                    out[i0 + i] += s
+        else:
+            # Row-major out_I (bi x b) += T (bi x bj) @ V_J (bj x b) is, in
+            # BLAS's column-major view, out_I^T += V_J^T @ T^T: no transposes.
+            jb = <int> bj
+            beta = 0.0 if j0 == 0 else 1.0
+            dgemm(&tn, &tn, &b, &ib, &jb, &one, <double *> V + j0 * b, &b,
+                  T, &ldt, &beta, out + i0 * b, &b)
+        j0 += TILE
+
+
+def sq_norms(const floating[:, ::1] X, int n_threads):
+    """Squared row norms in float64 (what the BLAS RBF path needs)."""
+    cdef double[::1] xn = np.empty(X.shape[0])
+    with nogil:
+        row_sq_norms(&X[0, 0], X.shape[0], X.shape[1], &xn[0], n_threads)
+    return np.asarray(xn)
+
+
+def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
+                   const floating[:, ::1] Zt, const double[::1] xn, const double[::1] zn,
+                   const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
+                   double[:, ::1] dtiles, int kind, double gamma, double coef0,
+                   double degree, bint direct, bint symmetric, int n_threads):
+    """out = K(X, Z) @ V, or out[:, 0] = K(X, Z) @ 1 when V has no columns.
+
+    Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
+    rows) for the direct path (any C-contiguous array otherwise); xn, zn are
+    squared row norms for the BLAS RBF path (empty otherwise); symmetric means
+    Z is X.  tiles / dtiles: one TILE*TILE scratch row per thread (dtiles is
+    only used for float32 data).
+    """
+    cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
+    cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi
+    cdef int b = <int> V.shape[1], tid
+    cdef KernelSpec spec
+    spec.kind = kind
+    spec.gamma = gamma
+    spec.coef0 = coef0
+    spec.degree = degree
+    spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
+    spec.direct = direct
+    cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
+    cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
+    cdef const double *V_p = &V[0, 0] if b > 0 else NULL
+    cdef const floating *Xp = &X[0, 0]
+    cdef const floating *Zp = &Z[0, 0]
+    cdef const floating *Ztp = &Zt[0, 0]
+    cdef double *Op = &out[0, 0]
+    cdef floating *tp = &tiles[0, 0]
+    cdef double *dtp = &dtiles[0, 0]
+    cdef Py_ssize_t dld = dtiles.shape[1]
+    if tiles.shape[0] < n_threads or tiles.shape[1] < TILE * TILE:
+        raise ValueError("scratch tiles too small for n_threads")
+    if b == 0:
+        b = 1
+    with nogil:
+        for t in prange(nblocks, num_threads=n_threads, schedule='dynamic'):
+            tid = omp_get_thread_num()
+            i0 = t * TILE
+            bi = min(<Py_ssize_t> TILE, n - i0)
+            _block_product(Xp, Zp, Ztp, m, d, xn_p, zn_p, V_p, b, Op, i0, bi, &spec,
+                           symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
+    return np.asarray(out)

@@ -1,0 +1,349 @@
+"""Matrix-free and Nystroem KernelPCA, the tile product and the Nystroem map."""
+import logging
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse.linalg
+from sklearn.kernel_approximation import Nystroem as SkNystroem
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.preprocessing import KernelCenterer
+
+import fastkern.kernels as fk
+from fastkern.decomposition import KernelPCA
+from fastkern.large_n import KernelOperator, fit_kernel_pca, parse_memory_budget
+from fastkern.nystroem import Nystroem
+
+RNG = np.random.default_rng(1234)
+
+
+def _sk_gram(X, Y=None, kernel="rbf", **kw):
+    """scikit-learn's Gram in float64 (the oracle)."""
+    X = np.asarray(X, dtype=np.float64)
+    Y = None if Y is None else np.asarray(Y, dtype=np.float64)
+    return pairwise_kernels(X, Y, metric=kernel, **kw)
+
+
+def _dense_reference(X, Xt, k, kernel="rbf", **kw):
+    """Top-k eigenpairs of the centred Gram by scipy.linalg.eigh, and test projections."""
+    K = _sk_gram(X, kernel=kernel, **kw)
+    centerer = KernelCenterer().fit(K)
+    Kc = centerer.transform(K)
+    n = K.shape[0]
+    w, U = scipy.linalg.eigh(Kc, subset_by_index=(n - k, n - 1))
+    w, U = w[::-1], U[:, ::-1]
+    P = centerer.transform(_sk_gram(Xt, X, kernel=kernel, **kw)) @ (U / np.sqrt(w))
+    return w, U, P
+
+
+def _assert_product(actual, K, V, rtol=1e-12):
+    """actual == K @ V up to rounding, judged against |K| @ |V| (sums may cancel)."""
+    np.testing.assert_allclose(actual, K @ V, rtol=0,
+                               atol=rtol * (np.abs(K) @ np.abs(V)).max())
+
+
+def _same_up_to_sign(A, B):
+    signs = np.sign(np.sum(A * B, axis=0))
+    return A * signs, B
+
+
+def _data(n, d, dtype=np.float64, scale=1.0):
+    return (scale * RNG.standard_normal((n, d))).astype(dtype)
+
+
+# -- the tile product --------------------------------------------------------
+
+KERNELS = [
+    ("rbf", {"gamma": 0.2}),
+    ("laplacian", {"gamma": 0.1}),
+    ("linear", {}),
+    ("poly", {"gamma": 0.1, "degree": 3, "coef0": 1.0}),
+    ("poly", {"gamma": 0.01, "degree": 2.5, "coef0": 2.0}),  # pow() path, positive base
+    ("sigmoid", {"gamma": 0.01, "coef0": 0.5}),
+]
+
+
+@pytest.mark.parametrize("kernel,kw", KERNELS)
+@pytest.mark.parametrize("d", [5, 40])  # RBF: direct path / BLAS path
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernel_product_matches_numpy(kernel, kw, d, dtype):
+    X = _data(601, d, dtype)  # 601 = 2 full tiles + a ragged one
+    A = _data(77, d, dtype)
+    V = RNG.standard_normal((601, 3))
+    op = KernelOperator(X, kernel=kernel, n_threads=2, **kw)
+    Xr = X.astype(np.float64)
+    K = _sk_gram(Xr, kernel=kernel, **kw)
+    Kt = _sk_gram(A, Xr, kernel=kernel, **kw)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    _assert_product(op.matmat(V), K, V, rtol)
+    _assert_product(op.matmat(V, A), Kt, V, rtol)
+    ones = np.ones((601, 1))
+    _assert_product(op.row_sums()[:, None], K, ones, rtol)
+    _assert_product(op.row_sums(A)[:, None], Kt, ones, rtol)
+
+
+def test_kernel_product_other_kernels_and_threads():
+    X = _data(300, 4)
+    V = RNG.standard_normal((300, 2))
+    K = _sk_gram(X, kernel="rbf", gamma=0.3) + X @ X.T
+    composed = KernelOperator(X, kernel=fk.RBF(0.3) + fk.Linear(), memory_budget=8 * 300 * 7)
+    _assert_product(composed.matmat(V), K, V)
+    small = X[:60]
+    call = KernelOperator(small, kernel=lambda x, y: np.exp(-0.3 * np.sum((x - y) ** 2)))
+    _assert_product(call.matmat(V[:60]), _sk_gram(small, gamma=0.3), V[:60])
+    obj = KernelOperator(X, kernel=fk.Laplacian(0.5), n_threads=1)
+    _assert_product(obj.matmat(V), _sk_gram(X, kernel="laplacian", gamma=0.5), V)
+    one, two = (KernelOperator(X, kernel="rbf", n_threads=t).matmat(V) for t in (1, 2))
+    np.testing.assert_array_equal(one, two)  # each row block is owned by one thread
+
+
+def test_rbf_diagonal_is_exact_on_blas_path():
+    X = _data(260, 40, scale=30.0)  # large norms: cancellation in ||x||^2 - 2 x.y + ||y||^2
+    op = KernelOperator(X, kernel="rbf", gamma=1e-4)
+    e = np.zeros((260, 1))
+    e[3] = 1.0
+    assert op.matmat(e)[3, 0] == 1.0
+
+
+# -- matrix-free KernelPCA ---------------------------------------------------
+
+@pytest.mark.parametrize("kernel,kw,d", [("rbf", {"gamma": 0.15}, 6),
+                                         ("rbf", {}, 37),
+                                         ("laplacian", {"gamma": 0.2}, 5),
+                                         ("poly", {"gamma": 0.1, "degree": 2, "coef0": 1.0}, 9)])
+def test_matrix_free_matches_dense_eigh(kernel, kw, d):
+    n, k = 1201, 5
+    X, Xt = _data(n, d), _data(41, d)
+    w, U, P = _dense_reference(X, Xt, k, kernel, **({"gamma": 1 / d} | kw if kernel != "poly"
+                                                      else kw))
+    est = KernelPCA(k, kernel=kernel, eigen_solver="matrix-free", random_state=0, **kw)
+    Z = est.fit_transform(X)
+    assert est._fit_solver == "matrix-free"
+    np.testing.assert_allclose(est.eigenvalues_, w, rtol=1e-8)
+    U_est, U_ref = _same_up_to_sign(est.eigenvectors_, U)
+    np.testing.assert_allclose(U_est, U_ref, atol=1e-6)
+    np.testing.assert_allclose(*_same_up_to_sign(Z, U * np.sqrt(w)), atol=1e-6)
+    np.testing.assert_allclose(*_same_up_to_sign(est.transform(Xt), P), atol=1e-6)
+    # Unit columns; training points project onto fit_transform.
+    np.testing.assert_allclose(np.linalg.norm(est.eigenvectors_, axis=0), 1.0, rtol=1e-10)
+    np.testing.assert_allclose(est.transform(X), Z, atol=1e-6)
+
+
+def test_matrix_free_same_signs_as_dense_solver():
+    X, Xt = _data(450, 3), _data(20, 3)
+    dense = KernelPCA(4, kernel="rbf", gamma=0.5, eigen_solver="dense").fit(X)
+    mf = KernelPCA(4, kernel="rbf", gamma=0.5, eigen_solver="matrix-free").fit(X)
+    np.testing.assert_allclose(mf.eigenvectors_, dense.eigenvectors_, atol=1e-7)
+    np.testing.assert_allclose(mf.transform(Xt), dense.transform(Xt), atol=1e-7)
+    assert mf.gamma_ == dense.gamma_ and mf.n_features_in_ == 3
+    np.testing.assert_array_equal(mf.X_fit_, X)
+
+
+def test_matrix_free_n5000_against_arpack_on_dense_gram():
+    # scipy.linalg.eigh at N=5000 takes minutes on the shared machine; ARPACK
+    # on the explicitly centred dense Gram is the independent oracle here.
+    n, k = 5000, 5
+    X, Xt = _data(n, 8), _data(30, 8)
+    K = _sk_gram(X, gamma=0.125)
+    centerer = KernelCenterer().fit(K)
+    K = centerer.transform(K)
+    w, U = scipy.sparse.linalg.eigsh(K, k, which="LA", tol=1e-14,
+                                     v0=np.ones(n) / np.sqrt(n))
+    w, U = w[::-1], U[:, ::-1]
+    P = centerer.transform(_sk_gram(Xt, X, gamma=0.125)) @ (U / np.sqrt(w))
+    del K
+    est = KernelPCA(k, kernel="rbf", eigen_solver="matrix-free", random_state=0).fit(X)
+    np.testing.assert_allclose(est.eigenvalues_, w, rtol=1e-8)
+    np.testing.assert_allclose(*_same_up_to_sign(est.transform(Xt), P), atol=1e-6)
+
+
+def test_matrix_free_float32_and_layouts():
+    X64 = _data(900, 5)
+    ref = KernelPCA(3, kernel="rbf", gamma=0.2, eigen_solver="matrix-free").fit(X64)
+    for X in (X64.astype(np.float32), np.asfortranarray(X64), np.repeat(X64, 2, axis=1)[:, ::2]):
+        est = KernelPCA(3, kernel="rbf", gamma=0.2, eigen_solver="matrix-free")
+        Z = est.fit_transform(X)
+        assert Z.dtype == X.dtype and est.eigenvalues_.dtype == X.dtype
+        assert est.transform(X[:7]).dtype == X.dtype
+        rtol = 1e-5 if X.dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=rtol)
+
+
+def test_matrix_free_kernel_objects_and_precomputed():
+    X, Xt = _data(500, 4), _data(9, 4)
+    w, U, P = _dense_reference(X, Xt, 3, "rbf", gamma=0.3)
+    # A composed kernel object takes the kernel_gram row-block path.
+    obj = KernelPCA(3, kernel=0.5 * fk.RBF(0.3) + 0.5 * fk.RBF(0.3),
+                    eigen_solver="matrix-free").fit(X)
+    np.testing.assert_allclose(obj.eigenvalues_, w, rtol=1e-8)
+    np.testing.assert_allclose(*_same_up_to_sign(obj.transform(Xt), P), atol=1e-6)
+    K, Kt = _sk_gram(X, gamma=0.3), _sk_gram(Xt, X, gamma=0.3)
+    pre = KernelPCA(3, kernel="precomputed", eigen_solver="matrix-free").fit(K)
+    np.testing.assert_allclose(pre.eigenvalues_, w, rtol=1e-8)
+    np.testing.assert_allclose(*_same_up_to_sign(pre.transform(Kt), P), atol=1e-6)
+
+
+def test_auto_switches_to_matrix_free_over_budget():
+    X = _data(400, 3)
+    est = KernelPCA(2, kernel="rbf", eigen_solver="auto", memory_budget=400 * 400 * 8 - 1).fit(X)
+    assert est._fit_solver == "matrix-free"
+
+
+def test_matrix_free_memory_is_O_N_not_N_squared():
+    n = 6000
+    X = _data(n, 8)
+    est = KernelPCA(3, kernel="rbf", eigen_solver="matrix-free", random_state=0)
+    tracemalloc.start()
+    est.fit(X)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # The Gram would be n*n*8 = 288 MB; the solver keeps O(n b) vectors
+    # (its Krylov basis has at most ~300 columns, stored with A V: 29 MB).
+    assert peak < 0.15 * n * n * 8, peak
+
+
+def test_verbose_reports_residuals_and_pass_times(caplog, capsys):
+    X = _data(600, 3)
+    with caplog.at_level(logging.INFO, logger="fastkern"):
+        KernelPCA(2, kernel="rbf", eigen_solver="matrix-free", verbose=True).fit(X)
+    text = caplog.text
+    assert "iteration 1: max residual" in text and "last pass" in text
+    assert "passes over K" in text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fastkern"):
+        KernelPCA(2, kernel="rbf", eigen_solver="matrix-free", verbose=False).fit(X)
+    assert "residual" not in caplog.text
+
+
+def test_matrix_free_bad_input():
+    X = _data(300, 3)
+    with pytest.raises(ValueError, match="memory_budget.*too small for one 256 x 256"):
+        KernelPCA(2, eigen_solver="matrix-free", kernel="rbf", memory_budget=1000).fit(X)
+    with pytest.raises(ValueError, match="memory_budget.*too small for one row"):
+        KernelPCA(2, eigen_solver="matrix-free", kernel=fk.RBF() + fk.Linear(),
+                  memory_budget=100).fit(X)
+    Xn = X.copy()
+    Xn[17, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        KernelPCA(2, eigen_solver="matrix-free", kernel="rbf").fit(Xn)
+    with pytest.raises(ValueError, match="n_components to be set"):
+        KernelPCA(eigen_solver="matrix-free", kernel="rbf").fit(X)
+    with pytest.raises(ValueError, match="n_components=300 must be in"):
+        KernelPCA(300, eigen_solver="matrix-free", kernel="rbf").fit(X)
+    with pytest.raises(ValueError, match="kernel matrix of X contains NaN or infinity"):
+        KernelPCA(2, eigen_solver="matrix-free", kernel="exponential", gamma=1e4).fit(X * 10)
+    est = KernelPCA(2, eigen_solver="matrix-free", kernel="rbf").fit(X)
+    with pytest.raises(ValueError, match="features"):
+        est.transform(X[:, :2])
+    Xt = X[:5].copy()
+    Xt[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est.transform(Xt)
+
+
+def test_parse_memory_budget():
+    assert parse_memory_budget(None) is None
+    assert parse_memory_budget(1e6) == 1_000_000
+    assert parse_memory_budget("2GB") == 2 * 10**9
+    assert parse_memory_budget("512 MiB") == 512 * 2**20
+    with pytest.raises(ValueError, match="memory_budget"):
+        parse_memory_budget("lots")
+    with pytest.raises(ValueError, match="memory_budget"):
+        parse_memory_budget(0)
+
+
+# -- Nystroem ----------------------------------------------------------------
+
+@pytest.mark.parametrize("kw", [{"kernel": "rbf"}, {"kernel": "rbf", "gamma": 0.5},
+                                {"kernel": "laplacian", "gamma": 0.3},
+                                {"kernel": "poly", "degree": 2, "coef0": 0.5},
+                                {"kernel": "sigmoid", "gamma": 0.05, "coef0": 0.3},
+                                {"kernel": "linear"}])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nystroem_matches_sklearn(kw, dtype):
+    X, Y = _data(301, 9, dtype), _data(31, 9, dtype)
+    ours = Nystroem(n_components=40, random_state=3, **kw).fit(X)
+    ref = SkNystroem(n_components=40, random_state=3, **kw).fit(X)
+    np.testing.assert_array_equal(ours.component_indices_, ref.component_indices_)
+    np.testing.assert_array_equal(ours.components_, ref.components_)
+    rtol = 1e-9 if dtype == np.float64 else 2e-3
+    out, expected = ours.transform(Y), ref.transform(Y)
+    assert out.dtype == dtype  # fastkern's rule (sklearn's laplacian upcasts float32)
+    np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+    if kw["kernel"] == "rbf" and dtype == np.float64:
+        np.testing.assert_allclose(ours.normalization_, ref.normalization_, rtol=0,
+                                   atol=1e-9 * np.abs(ref.normalization_).max())
+
+
+def test_nystroem_callable_kernel_object_and_warning():
+    X = _data(50, 3)
+    f = lambda x, y: np.exp(-0.5 * np.sum((x - y) ** 2))  # noqa: E731
+    a = Nystroem(f, n_components=10, random_state=0).fit(X)
+    b = Nystroem(fk.RBF(0.5), n_components=10, random_state=0).fit(X)
+    np.testing.assert_allclose(a.transform(X), b.transform(X), rtol=1e-9, atol=1e-12)
+    with pytest.warns(UserWarning, match="n_components > n_samples"):
+        c = Nystroem(n_components=80, random_state=0).fit(X)
+    assert c.components_.shape == (50, 3)
+    assert Nystroem().get_feature_names_out  # sklearn mixin present
+    with pytest.raises(ValueError, match="gamma, coef0 or degree"):
+        Nystroem(f, gamma=1.0).fit(X)
+    with pytest.raises(ValueError, match="precomputed"):
+        Nystroem("precomputed").fit(X @ X.T)
+    with pytest.raises(ValueError, match="n_components must be >= 1"):
+        Nystroem(n_components=0).fit(X)
+    with pytest.raises(ValueError, match="kernel must be"):
+        Nystroem("nope").fit(X)
+    with pytest.raises(ValueError, match="NaN"):
+        Nystroem().fit(np.full((4, 2), np.nan))
+    with pytest.raises(ValueError, match="features"):
+        a.transform(X[:, :2])
+
+
+def test_nystrom_solver_error_vs_exact():
+    n, k = 1000, 5
+    X = _data(n, 4)
+    exact = KernelPCA(k, kernel="rbf", gamma=0.25, eigen_solver="matrix-free").fit(X)
+    errors = []
+    for m in (40, 120, 400):
+        est = KernelPCA(k, kernel="rbf", gamma=0.25, eigen_solver="nystrom", n_landmarks=m,
+                        random_state=0)
+        Z = est.fit_transform(X)
+        assert est._fit_solver == "nystrom" and est.eigenvectors_.shape == (n, k)
+        np.testing.assert_allclose(est.transform(X), Z, atol=1e-8 * np.abs(Z).max())
+        errors.append(np.max(np.abs(est.eigenvalues_ - exact.eigenvalues_)
+                             / exact.eigenvalues_))
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[1] < 0.05 and errors[2] < 1e-3, errors
+
+
+def test_nystrom_with_all_landmarks_is_exact():
+    n, k = 400, 4
+    X, Xt = _data(n, 3), _data(25, 3)
+    exact = KernelPCA(k, kernel="rbf", gamma=0.25, eigen_solver="matrix-free").fit(X)
+    full = KernelPCA(k, kernel="rbf", gamma=0.25, eigen_solver="nystrom", n_landmarks=n,
+                     random_state=0).fit(X)
+    np.testing.assert_allclose(full.eigenvalues_, exact.eigenvalues_, rtol=1e-7)
+    np.testing.assert_allclose(full.eigenvectors_, exact.eigenvectors_, atol=1e-6)
+    np.testing.assert_allclose(full.transform(Xt), exact.transform(Xt), atol=1e-5)
+
+
+def test_nystrom_bad_input():
+    X = _data(100, 3)
+    with pytest.raises(ValueError, match="n_landmarks=200"):
+        KernelPCA(2, kernel="rbf", eigen_solver="nystrom", n_landmarks=200).fit(X)
+    with pytest.raises(ValueError, match="n_components=20 must be in"):
+        KernelPCA(20, kernel="rbf", eigen_solver="nystrom", n_landmarks=10).fit(X)
+    with pytest.raises(ValueError, match="memory_budget"):
+        KernelPCA(2, kernel="rbf", eigen_solver="nystrom", n_landmarks=50,
+                  memory_budget=1000).fit(X)
+    with pytest.raises(ValueError, match="precomputed"):
+        KernelPCA(2, kernel="precomputed", eigen_solver="nystrom").fit(X @ X.T)
+
+
+def test_fit_kernel_pca_direct_call_validates():
+    est = KernelPCA(2, kernel="rbf", eigen_solver="matrix-free")
+    with pytest.raises(ValueError, match="2-D"):
+        fit_kernel_pca(est, np.ones(5))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        fit_kernel_pca(est, np.ones((1, 3)))
