@@ -1,0 +1,194 @@
+"""Block Krylov eigensolver for the top of a symmetric positive semi-definite spectrum.
+
+``block_eigsh`` only touches the operator through ``matmat(V) = A @ V`` on a
+block of vectors, so the same code serves an explicit Gram matrix (one BLAS
+gemm reads K once per block) and a matrix-free Gram (each product recomputes
+the kernel tiles once per block).
+"""
+import math
+import numbers
+import warnings
+
+import numpy as np
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+__all__ = ["block_eigsh"]
+
+# Below this many unknowns, or when the Krylov basis would not be much smaller
+# than n, forming A column block by column block and calling LAPACK is cheaper
+# and exact; it is also the only sound method when n is close to k.
+_DENSE_N = 200
+
+# Budget on the Krylov basis width (columns of V and of A V kept per cycle).
+_BASIS_COLUMNS = 300
+
+
+def _check_int(value, name, low):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def _project_out(Z, basis):
+    # Two passes of classical Gram-Schmidt ("twice is enough") keep the basis
+    # orthonormal to working precision even when Z is nearly inside it.
+    if basis is not None and basis.shape[1]:
+        for _ in range(2):
+            Z -= basis @ (basis.T @ Z)
+    return Z
+
+
+def _orthonormal_block(Z, basis, width, scale, rng):
+    """`width` orthonormal columns spanning Z's new directions, orthogonal to `basis`.
+
+    Directions of Z that are numerically inside `basis` (norm below a rounding
+    threshold relative to `scale`, the size of A) are dropped and replaced by
+    random directions, so rank-deficient blocks (low-rank A, converged
+    residuals) never inject amplified rounding noise into the basis.
+    """
+    n = Z.shape[0]
+    Z = _project_out(Z, basis)
+    U, sv, _ = np.linalg.svd(Z, full_matrices=False)
+    keep = int(np.count_nonzero(sv > 1e-12 * max(scale, np.finfo(float).tiny)))
+    Q = U[:, :min(keep, width)]
+    if Q.shape[1]:
+        Q = np.linalg.qr(_project_out(Q, basis))[0]
+    while Q.shape[1] < width:
+        full = Q if basis is None else np.hstack([basis, Q])
+        R = _project_out(rng.standard_normal((n, width - Q.shape[1])), full)
+        R = np.linalg.qr(R)[0]
+        Q = np.hstack([Q, np.linalg.qr(_project_out(R, full))[0]])
+    return Q
+
+
+def _apply(matmat, V, dtype, n):
+    W = matmat(np.ascontiguousarray(V, dtype=dtype))
+    W = np.asarray(W)
+    if W.shape != V.shape:
+        raise ValueError(f"matmat returned shape {W.shape} for a block of shape {V.shape}")
+    return np.asarray(W, dtype=np.float64)
+
+
+def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
+                random_state=None, callback=None):
+    """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
+
+    matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
+    Returns (eigenvalues (k,) descending, eigenvectors (n, k)); converged when every wanted residual
+    ||A v - lambda v|| <= tol * lambda_max. callback(iteration, residuals_array) is called each iteration
+    (for verbose progress). Raises a clear error / ConvergenceWarning if max_iter is hit.
+
+    Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  Each
+    iteration (cycle) holds p = block_size Ritz vectors Y (p >= k, default
+    k + max(5, k // 2)) and their products A Y, and expands the subspace with
+    m blocks [R, A R, ..., A^(m-1) R] where R is the Ritz residual A Y - Y Theta
+    (span{Y, R} = span{Y, A Y}, so this is the block Krylov space of Y, with
+    m chosen so the basis has at most ~300 columns).  Every new block is
+    orthogonalised against the whole basis twice (full reorthogonalisation)
+    before one ``matmat`` call, and A V is stored next to V, so the projected
+    matrix H = V^T A V and the residuals are exact without extra products:
+    each cycle costs m products, each reading A once.  The top p Ritz pairs
+    of H become the next Y (the thick restart).  Convergence is judged on the
+    true residual norms of the k wanted pairs; for float32 operators the
+    target is raised to what float32 products can deliver,
+    max(tol, 4 sqrt(n) eps32).  The small projected problems, the basis and
+    the Ritz vectors are float64 throughout.  When n is small (< 200) or not
+    much larger than the basis, A is formed by block products and solved by
+    LAPACK instead.
+
+    A block method converges on clusters and repeated eigenvalues (the block
+    spans the cluster) and on the fast-decaying spectra of kernel Gram matrices.
+    If max_iter cycles pass without convergence a ConvergenceWarning is issued
+    and the current Ritz pairs are returned.
+    """
+    n = _check_int(n, "n", 1)
+    k = _check_int(k, "k", 1)
+    if k > n:
+        raise ValueError(f"k must be <= n, got k={k} for n={n}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+    if not callable(matmat):
+        raise TypeError(f"matmat must be callable, got {type(matmat).__name__}")
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not tol >= 0:
+        raise ValueError(f"tol must be a non-negative real number, got {tol!r}")
+    if max_iter is not None:
+        max_iter = _check_int(max_iter, "max_iter", 1)
+    p = k + max(5, k // 2) if block_size is None else _check_int(block_size, "block_size", 1)
+    if block_size is not None and p < k:
+        raise ValueError(f"block_size must be >= k, got block_size={p} for k={k}")
+    p = min(p, n)
+    rng = check_random_state(random_state)
+    m = min(6, max(3, _BASIS_COLUMNS // p - 1))
+    # Products in the operator's precision cannot give residuals below ~sqrt(n) eps.
+    tol_eff = max(float(tol), 4.0 * math.sqrt(n) * float(np.finfo(dtype).eps))
+
+    if n < _DENSE_N or 2 * (m + 1) * p >= n:
+        return _dense(matmat, n, k, p, dtype, callback)
+
+    if max_iter is None:
+        max_iter = max(100, 10 * n // ((m + 1) * p))
+    # V holds the basis and W = A V, preallocated once: the basis is the
+    # solver's only O(n) memory besides a few n x p blocks.
+    width = min(n, (m + 1) * p)
+    V = np.empty((n, width))
+    W = np.empty((n, width))
+    V[:, :p] = _orthonormal_block(rng.standard_normal((n, p)), None, p, 1.0, rng)
+    W[:, :p] = _apply(matmat, V[:, :p], dtype, n)
+    scale = float(np.linalg.norm(W[:, :p], axis=0).max())
+    nxt = W[:, :p].copy()
+    theta = res = None
+    for iteration in range(1, max_iter + 1):
+        cols = p
+        while cols + p <= width:
+            V[:, cols:cols + p] = _orthonormal_block(nxt, V[:, :cols], p, scale, rng)
+            W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
+            nxt = W[:, cols:cols + p].copy()
+            cols += p
+        H = V[:, :cols].T @ W[:, :cols]
+        H = (H + H.T) * 0.5
+        theta, S = linalg.eigh(H, subset_by_index=(cols - p, cols - 1))
+        theta, S = theta[::-1], np.ascontiguousarray(S[:, ::-1])
+        Y = V[:, :cols] @ S
+        AY = W[:, :cols] @ S
+        V[:, :p] = Y
+        W[:, :p] = AY
+        R = AY - Y * theta
+        res = np.linalg.norm(R, axis=0)
+        scale = max(float(theta[0]), float(np.finfo(float).tiny))
+        if callback is not None:
+            callback(iteration, res[:k].copy())
+        if np.all(res[:k] <= tol_eff * scale):
+            return theta[:k].copy(), np.ascontiguousarray(Y[:, :k])
+        nxt = R
+        del Y, AY
+    warnings.warn(
+        f"block_eigsh did not converge in max_iter={max_iter} iterations: largest residual "
+        f"{res[:k].max():.3g} > tol * lambda_max = {tol_eff * scale:.3g}; returning the current "
+        "estimates",
+        ConvergenceWarning,
+        stacklevel=2,
+    )
+    return theta[:k].copy(), np.ascontiguousarray(V[:, :k])
+
+
+def _dense(matmat, n, k, p, dtype, callback):
+    A = np.empty((n, n))
+    for start in range(0, n, p):
+        stop = min(n, start + p)
+        E = np.zeros((n, stop - start))
+        E[np.arange(start, stop), np.arange(stop - start)] = 1.0
+        A[:, start:stop] = _apply(matmat, E, dtype, n)
+    A = (A + A.T) * 0.5
+    w, v = linalg.eigh(A, subset_by_index=(n - k, n - 1), overwrite_a=True, check_finite=False)
+    w, v = w[::-1].copy(), np.ascontiguousarray(v[:, ::-1])
+    if callback is not None:
+        A_v = np.empty_like(v)
+        for start in range(0, k, p):
+            A_v[:, start:start + p] = _apply(matmat, v[:, start:start + p], dtype, n)
+        callback(1, np.linalg.norm(A_v - v * w, axis=0))
+    return w, v

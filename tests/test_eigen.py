@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+
+from fastkern import rbf_kernel
+from fastkern._eigen import block_eigsh
+
+
+def _spectrum_matrix(eigenvalues, seed=0):
+    n = eigenvalues.size
+    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))[0]
+    return (Q * eigenvalues) @ Q.T
+
+
+def _rbf(n, d=5, gamma=0.05, seed=0):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    return rbf_kernel(X, gamma=gamma)
+
+
+def _repeated(n=501):
+    tail = np.linspace(1.0, 0.0, n - 7) ** 3
+    return _spectrum_matrix(np.r_[[5.0] * 4, [3.0] * 3, tail], seed=1)
+
+
+def _low_rank(n=433, rank=4):
+    B = np.random.default_rng(2).standard_normal((n, rank))
+    return B @ B.T
+
+
+def _slow_decay(n=350):
+    # Eigenvalues 1/j: small relative gaps, many restarts needed.
+    return _spectrum_matrix(1.0 / np.arange(1, n + 1), seed=3)
+
+
+def _reference(A, k):
+    n = A.shape[0]
+    w, V = linalg.eigh(A, subset_by_index=(n - k, n - 1))
+    return w[::-1], V[:, ::-1]
+
+
+@pytest.mark.parametrize("make, k", [
+    (lambda: _rbf(420), 1),
+    (lambda: _rbf(420), 7),
+    (lambda: _rbf(150), 5),          # small n: exact dense path
+    (lambda: _rbf(12), 11),          # n = k + 1
+    (_repeated, 4),                  # k inside the top cluster boundary
+    (_repeated, 7),                  # both clusters
+    (_low_rank, 4),
+    (_low_rank, 6),                  # k beyond the rank: zero eigenvalues
+    (_slow_decay, 5),
+])
+def test_matches_lapack(make, k):
+    A = make()
+    n = A.shape[0]
+    calls = []
+
+    def matmat(V):
+        calls.append(V.shape)
+        assert V.flags.c_contiguous and V.dtype == np.float64
+        return A @ V
+
+    w, V = block_eigsh(matmat, n, k, random_state=0)
+    w_ref, V_ref = _reference(A, k)
+    assert w.shape == (k,) and V.shape == (n, k)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-8, atol=1e-8 * w_ref[0])
+    # Residuals (well defined even inside clusters) and orthonormality.
+    res = np.linalg.norm(A @ V - V * w, axis=0)
+    assert res.max() <= 1e-8 * w_ref[0]
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-10)
+    # Same invariant subspace wherever the spectrum has a gap after k.
+    if k < n and w_ref[-1] - linalg.eigh(A, eigvals_only=True)[n - k - 1] > 1e-6 * w_ref[0]:
+        assert np.max(linalg.subspace_angles(V, V_ref)) < 1e-6
+    assert all(shape[0] == n for shape in calls)
+
+
+def test_eigenvalues_descending_and_block_products():
+    A = _rbf(400)
+    widths = []
+    w, _ = block_eigsh(lambda V: widths.append(V.shape[1]) or A @ V, 400, 3, block_size=9,
+                       random_state=0)
+    assert np.all(np.diff(w) <= 0)
+    assert set(widths) == {9}
+
+
+def test_float32_operator():
+    A = _rbf(500)
+    A32 = A.astype(np.float32)
+    seen = []
+
+    def matmat(V):
+        seen.append(V.dtype)
+        return A32 @ V
+
+    w, V = block_eigsh(matmat, 500, 6, dtype=np.float32, random_state=0)
+    w_ref, _ = _reference(A, 6)
+    np.testing.assert_allclose(w, w_ref, rtol=1e-5, atol=1e-5 * w_ref[0])
+    assert set(seen) == {np.dtype(np.float32)}
+
+
+def test_callback_reports_residuals():
+    A = _slow_decay()
+    log = []
+    w, _ = block_eigsh(lambda V: A @ V, A.shape[0], 4, tol=1e-9, random_state=0,
+                       callback=lambda it, r: log.append((it, r)))
+    assert [it for it, _ in log] == list(range(1, len(log) + 1))
+    assert all(r.shape == (4,) for _, r in log)
+    assert log[-1][1].max() <= 1e-9 * w[0]
+    assert len(log) > 1 and log[0][1].max() > 1e-9 * w[0]
+
+
+def test_deterministic_with_random_state():
+    A = _rbf(300)
+    a = block_eigsh(lambda V: A @ V, 300, 3, random_state=5)
+    b = block_eigsh(lambda V: A @ V, 300, 3, random_state=5)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_max_iter_warns():
+    A = _slow_decay()
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        w, V = block_eigsh(lambda V: A @ V, A.shape[0], 5, tol=0, max_iter=1, random_state=0)
+    assert w.shape == (5,) and V.shape == (A.shape[0], 5)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(k=0), ValueError, "k must be >= 1"),
+    (dict(k=11), ValueError, "k must be <= n"),
+    (dict(k=2.5), TypeError, "k must be an integer"),
+    (dict(k=True), TypeError, "k must be an integer"),
+    (dict(k=3, block_size=2), ValueError, "block_size must be >= k"),
+    (dict(k=3, tol=-1.0), ValueError, "tol"),
+    (dict(k=3, max_iter=0), ValueError, "max_iter"),
+    (dict(k=3, dtype=np.int64), TypeError, "dtype"),
+])
+def test_bad_arguments(kwargs, exc, match):
+    A = np.eye(10)
+    with pytest.raises(exc, match=match):
+        block_eigsh(lambda V: A @ V, 10, **kwargs)
+
+
+def test_bad_matmat():
+    with pytest.raises(TypeError, match="matmat must be callable"):
+        block_eigsh(None, 10, 2)
+    with pytest.raises(ValueError, match="matmat returned shape"):
+        block_eigsh(lambda V: V[:, :1], 300, 2)

@@ -1,0 +1,250 @@
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+from sklearn.linear_model import RidgeCV
+from sklearn.metrics.pairwise import laplacian_kernel as sk_laplacian
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import fastkern
+from fastkern import kernels
+from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
+
+RNG = np.random.default_rng(0)
+X_TRAIN = RNG.standard_normal((123, 6))
+X_TEST = RNG.standard_normal((29, 6))
+Y2 = np.c_[np.sin(X_TRAIN[:, 0]) + 0.1 * RNG.standard_normal(123),
+           X_TRAIN[:, 1] ** 2 + 0.1 * RNG.standard_normal(123)]
+SW = RNG.uniform(0.2, 3.0, 123)
+
+
+def _expected_failures(estimator):
+    if isinstance(estimator, KernelRidgeCV):
+        return {"check_sample_weight_equivalence_on_dense_data": (
+            "leave-one-out CV is not invariant to repeating samples (a repeated sample is "
+            "still in the fit when one copy is left out), and zero weights are rejected")}
+    return {}
+
+
+@parametrize_with_checks(
+    [KernelRidge(), KernelRidge(kernel="rbf", alpha=[0.5]), KernelRidge(kernel="precomputed"),
+     KernelRidgeCV(), KernelRidgeCV(kernel="rbf", alphas=[0.01, 1.0]),
+     KernelRidgeCV(kernel="precomputed")],
+    expected_failed_checks=_expected_failures,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+KERNELS = [
+    dict(kernel="linear"),
+    dict(kernel="poly", degree=2, gamma=0.1, coef0=1.5),
+    dict(kernel="rbf", gamma=0.2),
+    dict(kernel="laplacian", gamma=0.2),
+    dict(kernel="sigmoid", gamma=0.01, coef0=0.5),
+]
+
+
+def _rel(a, b):
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+@pytest.mark.parametrize("params", KERNELS, ids=lambda p: p["kernel"])
+@pytest.mark.parametrize("case", ["1d", "2d", "weights", "per-target-alpha"])
+def test_matches_sklearn(params, case):
+    y = Y2[:, 0] if case == "1d" else Y2
+    alpha = [0.3, 2.0] if case == "per-target-alpha" else 0.7
+    sw = SW if case in ("weights", "per-target-alpha") else None
+    fk = KernelRidge(alpha=alpha, **params).fit(X_TRAIN, y, sample_weight=sw)
+    sk = SkKernelRidge(alpha=alpha, **params).fit(X_TRAIN, y, sample_weight=sw)
+    assert fk.dual_coef_.shape == sk.dual_coef_.shape
+    assert _rel(fk.dual_coef_, sk.dual_coef_) < 1e-8
+    assert _rel(fk.predict(X_TEST), sk.predict(X_TEST)) < 1e-8
+
+
+@pytest.mark.parametrize("kernel", [kernels.Laplacian(gamma=0.2),
+                                    lambda x, y, gamma=0.2: np.exp(-gamma * np.abs(x - y).sum())],
+                         ids=["kernel-object", "callable"])
+def test_kernel_objects_and_callables(kernel):
+    ref = SkKernelRidge(alpha=0.5, kernel="precomputed").fit(sk_laplacian(X_TRAIN, gamma=0.2), Y2)
+    fk = KernelRidge(alpha=0.5, kernel=kernel).fit(X_TRAIN, Y2)
+    assert _rel(fk.predict(X_TEST), ref.predict(sk_laplacian(X_TEST, X_TRAIN, gamma=0.2))) < 1e-8
+
+
+def test_precomputed_input_untouched():
+    K = fastkern.rbf_kernel(X_TRAIN, gamma=0.2)
+    K_before = K.copy()
+    fk = KernelRidge(alpha=0.4, kernel="precomputed").fit(K, Y2, sample_weight=SW)
+    sk = SkKernelRidge(alpha=0.4, kernel="rbf", gamma=0.2).fit(X_TRAIN, Y2, sample_weight=SW)
+    np.testing.assert_array_equal(K, K_before)
+    K_test = fastkern.rbf_kernel(X_TEST, X_TRAIN, gamma=0.2)
+    assert _rel(fk.predict(K_test), sk.predict(X_TEST)) < 1e-8
+
+
+def test_per_target_alpha_uses_each_alpha():
+    fk = KernelRidge(alpha=[0.3, 2.0, 0.3], kernel="rbf").fit(X_TRAIN, np.c_[Y2, Y2[:, 0]])
+    for j, a in enumerate([0.3, 2.0, 0.3]):
+        single = KernelRidge(alpha=a, kernel="rbf").fit(X_TRAIN, np.c_[Y2, Y2[:, 0]][:, j])
+        np.testing.assert_allclose(fk.dual_coef_[:, j], single.dual_coef_, rtol=1e-10)
+
+
+def test_float32():
+    X32, Y32 = X_TRAIN.astype(np.float32), Y2.astype(np.float32)
+    fk = KernelRidge(alpha=0.7, kernel="rbf", gamma=0.2).fit(X32, Y32)
+    assert fk.dual_coef_.dtype == np.float32
+    pred = fk.predict(X_TEST.astype(np.float32))
+    assert pred.dtype == np.float32
+    ref = SkKernelRidge(alpha=0.7, kernel="rbf", gamma=0.2).fit(X_TRAIN, Y2).predict(X_TEST)
+    assert _rel(pred, ref) < 1e-4
+
+
+def test_memory_layouts():
+    ref = KernelRidge(alpha=0.7, kernel="rbf").fit(X_TRAIN, Y2).predict(X_TEST)
+    big = np.zeros((X_TRAIN.shape[0], 12))
+    big[:, ::2] = X_TRAIN
+    for X in (np.asfortranarray(X_TRAIN), big[:, ::2]):
+        pred = KernelRidge(alpha=0.7, kernel="rbf").fit(X, np.asfortranarray(Y2)).predict(
+            np.asfortranarray(X_TEST))
+        np.testing.assert_allclose(pred, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_singular_system_falls_back_to_least_squares():
+    K = np.ones((20, 20))          # rank one: the Cholesky factorisation fails exactly
+    y = np.arange(20.0)
+    with pytest.warns(linalg.LinAlgWarning, match="least-squares"):
+        fk = KernelRidge(alpha=0.0, kernel="precomputed").fit(K, y)
+    with pytest.warns(UserWarning, match="least-squares"):
+        sk = SkKernelRidge(alpha=0.0, kernel="precomputed").fit(K, y)
+    np.testing.assert_allclose(fk.dual_coef_, sk.dual_coef_, rtol=1e-10)
+    np.testing.assert_allclose(fk.dual_coef_, linalg.lstsq(K, y)[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("estimator", [KernelRidge(alpha=0.5, kernel="rbf"),
+                                       KernelRidge(alpha=[0.5, 1.0], kernel="rbf")])
+def test_fit_memory_is_one_gram(estimator):
+    n = 1500
+    X = np.random.default_rng(1).standard_normal((n, 5))
+    y = np.random.default_rng(2).standard_normal((n, 2))
+    tracemalloc.start()
+    try:
+        estimator.fit(X, y, sample_weight=np.full(n, 2.0))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak / (n * n * 8) <= 1.1, peak / (n * n * 8)
+
+
+def _brute_force_loo(X, y, alpha, sw=None, **params):
+    n = X.shape[0]
+    errors = np.empty(y.shape)
+    for i in range(n):
+        keep = np.arange(n) != i
+        model = SkKernelRidge(alpha=alpha, **params).fit(
+            X[keep], y[keep], sample_weight=None if sw is None else sw[keep])
+        errors[i] = y[i] - model.predict(X[i:i + 1])[0]
+    return errors ** 2
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_cv_loo_errors_match_refits(weighted, ndim):
+    X, y = X_TRAIN[:30], (Y2[:30, 0] if ndim == 1 else Y2[:30])
+    sw = SW[:30] if weighted else None
+    alphas = [0.01, 0.3, 5.0]
+    cv = KernelRidgeCV(alphas=alphas, kernel="rbf", gamma=0.2).fit(X, y, sample_weight=sw)
+    shape = (30, 3) if ndim == 1 else (30, 2, 3)
+    assert cv.loo_errors_.shape == shape
+    for a, alpha in enumerate(alphas):
+        brute = _brute_force_loo(X, y, alpha, sw, kernel="rbf", gamma=0.2)
+        np.testing.assert_allclose(cv.loo_errors_[..., a], brute, rtol=1e-8, atol=1e-12)
+    w = np.ones(30) if sw is None else sw
+    per_alpha = [np.average(cv.loo_errors_[..., a].reshape(30, -1).mean(axis=1), weights=w)
+                 for a in range(3)]
+    assert cv.alpha_ == alphas[int(np.argmin(per_alpha))]
+    np.testing.assert_allclose(cv.best_score_, -min(per_alpha), rtol=1e-10)
+    ref = KernelRidge(alpha=cv.alpha_, kernel="rbf", gamma=0.2).fit(X, y, sample_weight=sw)
+    np.testing.assert_allclose(cv.dual_coef_, ref.dual_coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(cv.predict(X_TEST), ref.predict(X_TEST), rtol=1e-8, atol=1e-10)
+
+
+def test_cv_matches_sklearn_ridgecv_for_linear_kernel():
+    alphas = np.logspace(-2, 3, 11)
+    y = X_TRAIN @ RNG.standard_normal(6) + 0.5 * RNG.standard_normal(123)
+    ours = KernelRidgeCV(alphas=alphas, kernel="linear").fit(X_TRAIN, y)
+    ref = RidgeCV(alphas=alphas, fit_intercept=False).fit(X_TRAIN, y)
+    assert ours.alpha_ == ref.alpha_
+    np.testing.assert_allclose(ours.best_score_, ref.best_score_, rtol=1e-8)
+    np.testing.assert_allclose(ours.predict(X_TEST), ref.predict(X_TEST), rtol=1e-8)
+
+
+@pytest.mark.parametrize("budget", [1, None])
+def test_cv_eigensolver_drivers_agree(budget):
+    # budget=1 byte forces the in-place QR-algorithm driver (syev).
+    cv = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf", memory_budget=budget).fit(X_TRAIN, Y2)
+    ref = KernelRidge(alpha=cv.alpha_, kernel="rbf").fit(X_TRAIN, Y2)
+    np.testing.assert_allclose(cv.dual_coef_, ref.dual_coef_, rtol=1e-8, atol=1e-10)
+
+
+def test_cv_float32_and_precomputed():
+    cv32 = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf").fit(X_TRAIN.astype(np.float32), Y2)
+    cv64 = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf").fit(X_TRAIN, Y2)
+    assert cv32.alpha_ == cv64.alpha_ and cv32.dual_coef_.dtype == np.float32
+    assert _rel(cv32.predict(X_TEST.astype(np.float32)), cv64.predict(X_TEST)) < 1e-4
+    K = fastkern.rbf_kernel(X_TRAIN)
+    K_before = K.copy()
+    cvp = KernelRidgeCV(alphas=[0.1, 1.0], kernel="precomputed").fit(K, Y2)
+    np.testing.assert_array_equal(K, K_before)
+    np.testing.assert_allclose(cvp.loo_errors_, cv64.loo_errors_, rtol=1e-10)
+
+
+def test_bad_input():
+    y = Y2[:, 0]
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        KernelRidge(alpha=-1.0).fit(X_TRAIN, y)
+    with pytest.raises(ValueError, match="alpha has 3 values but y has 2 targets"):
+        KernelRidge(alpha=[1.0, 2.0, 3.0]).fit(X_TRAIN, Y2)
+    with pytest.raises(ValueError, match="alphas must be > 0"):
+        KernelRidgeCV(alphas=[1.0, -0.1]).fit(X_TRAIN, y)
+    with pytest.raises(ValueError, match="alphas must be a non-empty"):
+        KernelRidgeCV(alphas=[]).fit(X_TRAIN, y)
+    with pytest.raises(TypeError, match="alphas must be real"):
+        KernelRidgeCV(alphas=["a"]).fit(X_TRAIN, y)
+    for est in (KernelRidge(), KernelRidgeCV()):
+        y_nan = y.copy()
+        y_nan[3] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            est.fit(X_TRAIN, y_nan)
+        with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+            est.fit(X_TRAIN, y[:-1])
+        with pytest.raises(ValueError, match="square kernel"):
+            est.set_params(kernel="precomputed").fit(X_TRAIN, y)
+        with pytest.raises(ValueError, match="kernel must be one of"):
+            est.set_params(kernel="nope").fit(X_TRAIN, y)
+        with pytest.raises(ValueError, match="sample_weight"):
+            est.set_params(kernel="linear").fit(X_TRAIN, y, sample_weight=SW[:-1])
+        fitted = est.set_params(kernel="linear").fit(X_TRAIN, y)
+        with pytest.raises(ValueError, match="features"):
+            fitted.predict(X_TEST[:, :4])
+    with pytest.raises(ValueError, match="sample_weight must be positive"):
+        KernelRidgeCV().fit(X_TRAIN, y, sample_weight=np.r_[0.0, SW[1:]])
+    with pytest.raises(ValueError, match="memory_budget"):
+        KernelRidgeCV(memory_budget=-5).fit(X_TRAIN, y)
+
+
+def test_pipeline_and_grid_search():
+    y = Y2[:, 0]
+    pipe = Pipeline([("scale", StandardScaler()), ("krr", KernelRidge(kernel="rbf"))])
+    search = GridSearchCV(pipe, {"krr__alpha": [1e-3, 0.1, 100.0], "krr__gamma": [0.05, 0.5]},
+                          cv=3).fit(X_TRAIN, y)
+    assert search.best_params_["krr__alpha"] != 100.0
+    assert search.best_score_ > 0.5
+    cv_pipe = Pipeline([("scale", StandardScaler()),
+                        ("krr", KernelRidgeCV(alphas=np.logspace(-3, 2, 6), kernel="rbf"))])
+    search = GridSearchCV(cv_pipe, {"krr__gamma": [0.05, 0.5]}, cv=3).fit(X_TRAIN, y)
+    assert search.best_score_ > 0.5
+    assert search.best_estimator_.named_steps["krr"].alpha_ in np.logspace(-3, 2, 6)
