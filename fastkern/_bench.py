@@ -1,9 +1,17 @@
 """Timing and peak-memory harness shared by ``fastkern bench`` and benchmarks/.
 
-Four tasks (RBF Gram, double centering, KernelPCA, KernelRidge) are each
-implemented four ways: the naive Python double loop over ``np.ndindex`` for the
-Gram (followed by plain NumPy for the rest of the task), vectorised NumPy,
-scikit-learn and fastkern.
+Four tasks (RBF Gram, double centering of a given Gram, KernelPCA from X,
+KernelRidge fit from X) are each implemented four ways:
+
+- naive: the Gram by a Python double loop over ``np.ndindex``, one kernel
+  call per entry, then plain NumPy (full ``eigh``, ``solve``); centering is
+  the textbook H K H with H = I - 11^T/n;
+- numpy: vectorised NumPy (in-place updates of one N x N array);
+- sklearn: scikit-learn (KernelPCA with eigen_solver="arpack");
+- fastkern.
+
+With n_threads set, BLAS is held to the same number of threads for every
+implementation.
 
 Peak memory is the increase of the process's peak resident set size over its
 resident size just before the call, measured in a fresh process per

@@ -72,15 +72,13 @@ def _is_number(cell):
     return True
 
 
-def _has_header(first, second):
-    """A first row is a header when some cell of it is text where the next row has a number.
+def _has_header(first):
+    """The first row is a header when none of its cells is a number.
 
-    A label column of text values is text in both rows and says nothing; a
-    file of a single row is a header only if no cell of it is a number.
+    A data row has at least one numeric feature, so this never mistakes data
+    for a header, and a typo in the first data row is reported, not skipped.
     """
-    if second is None:
-        return not any(_is_number(c) for c in first)
-    return any(not _is_number(a) and _is_number(b) for a, b in zip(first, second))
+    return not any(_is_number(c) for c in first)
 
 
 def _resolve_column(label_column, names, ncols, path):
@@ -120,7 +118,7 @@ def read_csv(path, label_column=None):
         if len(row) != ncols:
             raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row has {ncols}")
     names = None
-    if _has_header(rows[0][1], rows[1][1] if len(rows) > 1 else None):
+    if _has_header(rows[0][1]):
         names = rows[0][1]
         rows = rows[1:]
     if names is None:
@@ -296,9 +294,16 @@ def _fmt_vals(values, pct=False):
 
 
 def cmd_kpca(args):
-    from fastkern.decomposition import KernelPCA
+    from fastkern import _bench
 
     X, labels, _, label_name = read_csv(args.data, args.label_column)
+    with _bench.blas_threads(args.threads):
+        return _kpca(args, X, labels, label_name)
+
+
+def _kpca(args, X, labels, label_name):
+    from fastkern.decomposition import KernelPCA
+
     n, d = X.shape
     if n < 2:
         raise CLIError(f"{args.data} has {n} data row; kernel PCA needs at least 2")
@@ -399,8 +404,8 @@ def cmd_bench(args):
 def build_parser():
     common = _Parser(add_help=False)
     common.add_argument("--threads", type=_positive_int, default=None, metavar="N",
-                        help="threads for fastkern's kernels (n_threads; default: all cores "
-                             "or OMP_NUM_THREADS)")
+                        help="threads for fastkern's kernels (n_threads) and for BLAS "
+                             "(default: all cores, or OMP_NUM_THREADS)")
 
     # The demo's data are tiny, so its default is one thread.
     demo_common = _Parser(add_help=False)
@@ -427,8 +432,9 @@ def build_parser():
 
     kpca = sub.add_parser(
         "kpca", parents=[common], help="kernel PCA of a CSV file",
-        description="Kernel PCA of the numeric columns of a CSV file (a header row is optional "
-                    "and detected). Writes the projection as CSV (to stdout without --out).")
+        description="Kernel PCA of the numeric columns of a CSV file. A header row is "
+                    "optional: a first row without any number in it is taken as one. Writes the "
+                    "projection as CSV (to stdout without --out).")
     kpca.add_argument("data", metavar="DATA.csv", help="input CSV file")
     kpca.add_argument("--kernel", default="rbf",
                       choices=["rbf", "linear", "poly", "laplacian", "sigmoid", "exponential"],
@@ -474,6 +480,11 @@ def main(argv=None):
         print(f"fastkern {args.command}: error: {exc}", file=sys.stderr)
     except MemoryError:
         print(f"fastkern {args.command}: error: out of memory", file=sys.stderr)
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) has gone: stop quietly, and keep Python's
+        # final flush of stdout from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return EXIT_USAGE
 
 

@@ -185,6 +185,9 @@ def test_error_missing_label_column(tmp_path):
 def test_error_non_numeric(tmp_path):
     data = write_csv(tmp_path / "d.csv", [["a", "b"], [1, 2], [3, "x"], [4, 5]])
     assert_usage_error(fastkern("kpca", data), "line 3", "'b'", "non-numeric", "'x'")
+    # A first row with a number in it is data, so its typo is reported.
+    data = write_csv(tmp_path / "e.csv", [[1, "y"], [3, 4], [5, 6]])
+    assert_usage_error(fastkern("kpca", data), "line 1", "'x1'", "non-numeric", "'y'")
 
 
 def test_error_too_few_rows(tmp_path):
