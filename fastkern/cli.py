@@ -96,7 +96,7 @@ def _resolve_column(label_column, names, ncols, path):
 
 
 def read_csv(path, label_column=None):
-    """(X float64 array, labels or None, feature names, label name) from a CSV file.
+    """(X float64 array, labels or None, label column name or None) from a CSV file.
 
     The header row is optional and detected; the label column (name or 0-based
     index) is removed from the features.
@@ -117,15 +117,11 @@ def read_csv(path, label_column=None):
     for line, row in rows:
         if len(row) != ncols:
             raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row has {ncols}")
-    names = None
-    if _has_header(rows[0][1]):
-        names = rows[0][1]
-        rows = rows[1:]
-    if names is None:
-        names = [f"x{j}" for j in range(ncols)]
-        named = False
+    named = _has_header(rows[0][1])
+    if named:
+        names, rows = rows[0][1], rows[1:]
     else:
-        named = True
+        names = [f"x{j}" for j in range(ncols)]
 
     label_index = None
     if label_column is not None:
@@ -150,7 +146,7 @@ def read_csv(path, label_column=None):
                                "is not finite")
     labels = None if label_index is None else [row[label_index] for _, row in rows]
     label_name = None if label_index is None else names[label_index]
-    return X, labels, [names[j] for j in feature_cols], label_name
+    return X, labels, label_name
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -296,7 +292,7 @@ def _fmt_vals(values, pct=False):
 def cmd_kpca(args):
     from fastkern import _bench
 
-    X, labels, _, label_name = read_csv(args.data, args.label_column)
+    X, labels, label_name = read_csv(args.data, args.label_column)
     with _bench.blas_threads(args.threads):
         return _kpca(args, X, labels, label_name)
 
