@@ -1,0 +1,508 @@
+"""Sliced inverse regression: linear SIR (Li 1991) and kernel SIR.
+
+Both estimators slice the response y and look for the directions along which
+the slice means of x (linear) or of phi(x) (kernel) vary most, relative to the
+total variance.  Slicing rule, shared by both (``slicing="auto"``):
+
+* y of bool, string or object dtype, or of integer dtype with at most
+  ``n_slices`` distinct values, is categorical: one slice per class;
+* any other y (float, or integer with more than ``n_slices`` values) is cut
+  into ``n_slices`` slices of (near) equal count by its order statistics;
+  tied values always fall in the same slice, so heavy ties can give fewer
+  slices.
+
+``slicing="classes"`` or ``slicing="quantile"`` overrides the rule.
+"""
+import contextlib
+import numbers
+import threading
+import warnings
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._validation import check_n_threads, check_real
+from fastkern.centering import center_gram
+
+__all__ = ["SlicedInverseRegression", "KernelSIR"]
+
+_SLICINGS = ("auto", "quantile", "classes")
+_MIN_EIGENVALUE = 1e-10
+
+_controller = None
+_controller_lock = threading.Lock()
+
+
+def _blas_threads(n_threads):
+    """Limit BLAS/LAPACK to n_threads for the dense linear algebra (None: leave as is)."""
+    global _controller
+    if n_threads is None:
+        return contextlib.nullcontext()
+    with _controller_lock:
+        if _controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+    return _controller.limit(limits=n_threads, user_api="blas")
+
+
+def _check_int(value, name, low):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def _slice_labels(y, n_slices, slicing):
+    """Slice index (0..H-1) of every sample, and the slice sizes n_h.
+
+    See the module docstring for the rule.  Raises if fewer than two slices
+    result (constant y or a single class).
+    """
+    if slicing not in _SLICINGS:
+        raise ValueError(f"slicing must be one of {_SLICINGS}, got {slicing!r}")
+    n_slices = _check_int(n_slices, "n_slices", 2)
+    y = np.asarray(y)
+    n = y.shape[0]
+    kind = y.dtype.kind
+    if slicing == "auto":
+        if kind in "bOSU":
+            slicing = "classes"
+        elif kind in "iu" and np.unique(y).size <= n_slices:
+            slicing = "classes"
+        else:
+            slicing = "quantile"
+    if slicing == "classes":
+        _, labels = np.unique(y, return_inverse=True)
+    else:
+        if kind not in "biuf":
+            raise TypeError(f"slicing='quantile' needs a numeric y, got dtype {y.dtype}")
+        if n_slices > n:
+            raise ValueError(f"n_slices={n_slices} must be <= n_samples={n}")
+        y_sorted = np.sort(y)
+        cuts = y_sorted[(np.arange(1, n_slices) * n) // n_slices]
+        # searchsorted(side="right") puts every tie of a cut value in one slice;
+        # np.unique then drops slices emptied by ties.
+        _, labels = np.unique(np.searchsorted(cuts, y, side="right"), return_inverse=True)
+    labels = labels.reshape(-1)
+    counts = np.bincount(labels)
+    if counts.size < 2:
+        raise ValueError(
+            "y has a single class or a constant value: sliced inverse regression "
+            "needs at least 2 slices"
+        )
+    return labels, counts
+
+
+def _slice_sums(Z, labels, n_slices):
+    """Row sums of Z within each slice: an (n_slices, Z.shape[1]) array."""
+    out = np.zeros((n_slices, Z.shape[1]))
+    np.add.at(out, labels, Z)
+    return out
+
+
+def _pad(lam, coef, k):
+    """Zero-fill eigenvalues and coefficient columns up to k components."""
+    missing = k - coef.shape[1]
+    if missing > 0:
+        coef = np.hstack([coef, np.zeros((coef.shape[0], missing))])
+        lam = np.concatenate([lam, np.zeros(missing)])
+    return lam, coef
+
+
+def _n_identifiable(lam, norm2, n_slices):
+    """Number of leading KernelSIR components that carry information.
+
+    At most n_slices - 1 (the centred slice means span that many dimensions);
+    a component whose eigenvalue is below _MIN_EIGENVALUE (it explains less
+    than that share of the variance) or whose feature-space norm rounds to
+    zero or below is only rounding noise.
+    """
+    ok = (lam > _MIN_EIGENVALUE) & (norm2 > 0)
+    ok[n_slices - 1:] = False
+    return int(np.argmin(ok)) if not ok.all() else ok.size
+
+
+def _flip_signs(coef):
+    """Make the largest-magnitude entry of each column positive (deterministic output)."""
+    rows = np.argmax(np.abs(coef), axis=0)
+    signs = np.sign(coef[rows, np.arange(coef.shape[1])])
+    signs[signs == 0] = 1.0
+    coef *= signs
+    return coef
+
+
+class SlicedInverseRegression(TransformerMixin, BaseEstimator):
+    """Linear sliced inverse regression (Li, 1991).
+
+    With the sample covariance Sigma = Xc^T Xc / n of the centred data Xc, the
+    slices I_h of y (see the module docstring) with proportions p_h = n_h / n
+    and slice means m_h, SIR solves
+
+        sum_h p_h (m_h - xbar)(m_h - xbar)^T b = lambda Sigma b
+
+    by whitening: Sigma = U diag(s) U^T, z = diag(s)^{-1/2} U^T (x - xbar)
+    (directions of zero variance, s <= max(s) * max(n, p) * eps, are dropped),
+    then the eigenvectors eta of V = sum_h p_h zbar_h zbar_h^T are mapped back,
+    b = U diag(s)^{-1/2} eta, and scaled to unit norm.  The eigenvalues lie in
+    [0, 1]: the share of the variance of b^T x explained by the slice means.
+    At most (number of slices - 1) of them are non-zero; the remaining
+    directions are an arbitrary basis of the rest of the space.
+
+    Parameters
+    ----------
+    n_directions : int, default=2
+        Number of e.d.r. directions kept (at most n_features).
+    n_slices : int, default=10
+        Number of equal-count slices of a continuous y (>= 2, <= n_samples).
+    slicing : {"auto", "quantile", "classes"}, default="auto"
+        How y is sliced; see the module docstring.
+    n_threads : int or None, default=None
+        BLAS/LAPACK threads used by fit and transform (None: the BLAS default).
+
+    Attributes
+    ----------
+    directions_ : ndarray (n_features, n_directions)
+        Unit-norm e.d.r. directions, by decreasing eigenvalue.
+    eigenvalues_ : ndarray (n_directions,)
+    mean_ : ndarray (n_features,)
+    n_slices_ : int
+        Number of slices actually used.
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_directions=2, n_slices=10, slicing="auto", n_threads=None):
+        self.n_directions = n_directions
+        self.n_slices = n_slices
+        self.slicing = slicing
+        self.n_threads = n_threads
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             y_numeric=False)
+        n, p = X.shape
+        k = _check_int(self.n_directions, "n_directions", 1)
+        if k > p:
+            raise ValueError(f"n_directions={k} must be <= n_features={p}")
+        n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
+        labels, counts = _slice_labels(y, self.n_slices, self.slicing)
+        with _blas_threads(n_threads):
+            self.mean_ = X.mean(axis=0)
+            Xc = X - self.mean_
+            s, U = linalg.eigh(Xc.T @ Xc / n, check_finite=False)
+            if s[-1] <= 0:
+                raise ValueError("X has zero variance: every sample is the same")
+            keep = s > s[-1] * max(n, p) * np.finfo(np.float64).eps
+            W = U[:, keep] / np.sqrt(s[keep])
+            zbar = _slice_sums(Xc @ W, labels, counts.size) / counts[:, None]
+            root = np.sqrt(counts / n)[:, None] * zbar
+            lam, eta = linalg.eigh(root.T @ root, check_finite=False)
+            lam, eta = lam[::-1], eta[:, ::-1]
+            B = W @ eta
+            # Directions without variance in X cannot be whitened; they come last
+            # (eigenvalue 0) so that n_directions up to n_features is always valid.
+            B = np.hstack([B, U[:, ~keep]])[:, :k]
+            lam = np.concatenate([lam, np.zeros(p - keep.sum())])[:k]
+        B /= np.linalg.norm(B, axis=0)
+        self.directions_ = _flip_signs(B)
+        self.eigenvalues_ = np.clip(lam, 0.0, 1.0)
+        self.n_slices_ = int(counts.size)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "directions_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
+        with _blas_threads(n_threads):
+            return (X - self.mean_) @ self.directions_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+class KernelSIR(TransformerMixin, BaseEstimator):
+    """Kernel sliced inverse regression (SIR in the feature space of a kernel).
+
+    Feature space problem.  With phi~(x) = phi(x) - mu the feature map centred
+    at the training mean mu, Sigma_zz = (1/n) sum_i phi~(x_i) phi~(x_i)^T and
+    Sigma_wz = sum_h p_h (slice mean of phi~)(slice mean of phi~)^T, KernelSIR
+    maximises beta^T Sigma_wz beta / beta^T (Sigma_zz + eps I) beta, with the
+    ridge eps = regularization * trace(Sigma_zz): `regularization` is relative
+    to the total feature-space variance, so it does not depend on the scale of
+    the kernel.  Each direction beta has unit norm in feature space, and a
+    point is projected as <beta, phi(x) - mu>.
+
+    Full problem (n_basis=None).  beta = sum_i alpha_i phi~(x_i); with the
+    double-centred Gram K~ and E_H = sum_h 1_h 1_h^T / n_h = M M^T,
+    M = [1_h / sqrt(n_h)], the problem is the generalized symmetric one
+
+        K~ E_H K~ alpha = lambda (K~ K~ + c K~) alpha,   c = regularization * trace(K~)
+
+    (the ridge eps I of Sigma_zz becomes c K~ with c = n eps).  Because E_H has
+    rank H it reduces exactly to an H x H problem: with Z = (K~ + c I)^{-1} H M
+    (H M = M minus its column means), C = (HM)^T K~ Z = (HM)^T HM - c (HM)^T Z,
+    the eigenpairs C w = lambda w give alpha = Z w.  Cost: one n x n Gram, its
+    in-place centring and Cholesky factorisation (O(n^3 / 3)), no other n x n
+    array.  alpha is scaled so that alpha^T K~ alpha = 1.
+
+    Reduced problem (n_basis=m).  beta = sum_j a_j phi(b_j) over m basis points
+    drawn at random within each slice in proportion to its size.  With
+    Kb = K(X, B) minus its column means (the training mean of each basis column,
+    which is exactly centring phi at mu) and K(B, B) = V diag(t) V^T, the
+    centred Nystroem features F = Kb V diag(t)^{-1/2} (n x r, t above
+    max(t) * m * eps) turn the problem into ridge SIR on F:
+
+        F^T M M^T F u = lambda (F^T F + c I) u,   c = regularization * trace(F^T F)
+
+    (trace(F^T F) is the Nystroem estimate of trace(K~); with m = n both
+    problems are the same one).  Solved by Cholesky whitening of the r x r
+    right side; a = V diag(t)^{-1/2} u with ||u|| = 1 = ||beta||.  Memory is
+    O(n m): nothing n x n is ever formed.
+
+    In both cases the eigenvalues lie in [0, 1) and at most min(H - 1, rank)
+    are non-zero (H = number of slices; phi~ sums to zero).  Components beyond
+    that, or with an eigenvalue below 1e-10, carry no information: their
+    coefficients and eigenvalues are set to zero (with a warning).
+
+    Accuracy.  The condition number of K~ + c I (full) or F^T F + c I
+    (reduced) is at most 1 + 1 / regularization, so results carry a relative
+    error of about 1e-16 / regularization; keep regularization above ~1e-8.
+    Categorical y (one slice per class) makes this kernel Fisher discriminant
+    analysis, with eigenvalues gamma / (1 + gamma) of the Fisher ratios.
+
+    transform(X) = (K(X, X_fit_) - K_fit_rows_) @ dual_coef_, which for the
+    full problem is the KernelCenterer test rule applied to the cross-Gram
+    (dual_coef_ columns sum to zero, so the row-mean terms of that rule vanish).
+
+    Defaults.  gamma=None (1 / n_features) and regularization=1e-3 were
+    chosen on z-scored data by a leave-one-out grid on the wine data (1-NN on
+    the 2-D projection, scaler and KernelSIR refitted in every fold): accuracy
+    0.978-0.989 at gamma=None for regularization 1e-5 ... 1e-1, and >= 0.972
+    over gamma in 0.01 ... 0.3; 0.989 at the defaults.  On the seed example
+    y = sin(x1) + noise (x uniform on [0, 2 pi]^5, n=1000) the defaults give a
+    held-out |Spearman| of 0.93-0.94 between the first component and sin(x1).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+    kernel : str, fastkern kernel or callable, default="rbf"
+        Any kernel accepted by fastkern's estimators, including "precomputed"
+        (X is then the n x n training Gram, and transform takes the
+        n_test x n_train cross-Gram).
+    gamma, degree, coef0, kernel_params
+        Kernel parameters, as in scikit-learn's KernelPCA.
+    n_slices : int, default=10
+        Slices of a continuous y (>= 2, <= n_samples).
+    slicing : {"auto", "quantile", "classes"}, default="auto"
+    regularization : float > 0, default=1e-3
+        Ridge relative to the total feature-space variance (see above).
+    n_basis : int or None, default=None
+        None: full problem; m (1 <= m <= n_samples): reduced kernel on m
+        basis points.
+    random_state : int, RandomState or None
+        Draws the basis points when n_basis is set.
+    n_threads : int or None
+        OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
+        thread limit for the linear algebra (None: library defaults).
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray (n_basis, n_components)
+    eigenvalues_ : ndarray (n_components,)
+    X_fit_ : ndarray (n_basis, n_features)
+        The basis points (all training samples when n_basis is None).
+    basis_indices_ : ndarray (n_basis,)
+        Rows of the training X used as basis points.
+    K_fit_rows_ : ndarray (n_basis,)
+        Training means of the columns of K(X_train, X_fit_).
+    n_slices_ : int
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_components=2, kernel="rbf", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, n_slices=10, slicing="auto", regularization=1e-3,
+                 n_basis=None, random_state=None, n_threads=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_slices = n_slices
+        self.slicing = slicing
+        self.regularization = regularization
+        self.n_basis = n_basis
+        self.random_state = random_state
+        self.n_threads = n_threads
+
+    def _precomputed(self):
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+
+    def _gram(self, X, Y=None, out=None):
+        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0, kernel_params=self.kernel_params,
+                           n_threads=self.n_threads, out=out)
+
+    def fit(self, X, y):
+        check_kernel_param(self.kernel)
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
+                             y_numeric=False)
+        n = X.shape[0]
+        precomputed = self._precomputed()
+        if precomputed and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"X must be a square kernel matrix when kernel='precomputed', got shape {X.shape}"
+            )
+        k = _check_int(self.n_components, "n_components", 1)
+        if k > n:
+            raise ValueError(f"n_components={k} must be <= n_samples={n}")
+        reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
+        n_threads = check_n_threads(self.n_threads)
+        blas = self.n_threads if self.n_threads is None else n_threads
+        if self.n_basis is not None:
+            m = _check_int(self.n_basis, "n_basis", 1)
+            if m > n:
+                raise ValueError(f"n_basis={m} must be <= n_samples={n}")
+            if k > m:
+                raise ValueError(f"n_components={k} must be <= n_basis={m}")
+        labels, counts = _slice_labels(y, self.n_slices, self.slicing)
+        with _blas_threads(blas):
+            if self.n_basis is None:
+                basis = np.arange(n)
+                lam, coef, col_means, rank = self._fit_full(X, labels, counts, reg, k)
+            else:
+                basis = self._draw_basis(labels, counts, m)
+                lam, coef, col_means, rank = self._fit_reduced(X, basis, labels, counts, reg, k)
+        if k > rank:
+            warnings.warn(
+                f"only {rank} KernelSIR component(s) are identifiable from {counts.size} "
+                f"slices; the other {k - rank} are set to zero (H slices identify at "
+                "most H - 1; fewer means eigenvalues below 1e-10 or lost to rounding, "
+                "in which case a larger regularization helps)",
+                UserWarning, stacklevel=2,
+            )
+            coef[:, rank:] = 0.0
+            lam[rank:] = 0.0
+        self.dual_coef_ = _flip_signs(coef)
+        self.eigenvalues_ = np.clip(lam, 0.0, 1.0)
+        self.K_fit_rows_ = col_means
+        self.basis_indices_ = basis
+        # For a precomputed kernel the basis is a set of columns, not of points.
+        self.X_fit_ = basis.copy() if self._precomputed() else X[basis].copy()
+        self.n_slices_ = int(counts.size)
+        return self
+
+    def _draw_basis(self, labels, counts, m):
+        """m training rows, each slice contributing in proportion to its size."""
+        rng = check_random_state(self.random_state)
+        n = labels.shape[0]
+        quota = counts * m / n
+        take = np.floor(quota).astype(np.intp)
+        # Largest remainders get the leftover points (never more than n_h: quota <= n_h).
+        extra = np.argsort(-(quota - take), kind="stable")[: m - take.sum()]
+        take[extra] += 1
+        order = np.argsort(labels, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        picked = [rng.choice(order[starts[h]:starts[h + 1]], size=take[h], replace=False)
+                  for h in range(counts.size)]
+        return np.sort(np.concatenate(picked))
+
+    def _centred_gram(self, X):
+        n = X.shape[0]
+        K = np.empty((n, n))
+        if self._precomputed():
+            np.copyto(K, X)
+        else:
+            self._gram(X, out=K)
+        col_means = K.mean(axis=0)
+        center_gram(K, n_threads=self.n_threads)
+        return K, col_means
+
+    def _fit_full(self, X, labels, counts, reg, k):
+        n = X.shape[0]
+        K, col_means = self._centred_gram(X)
+        trace = np.trace(K)
+        if not trace > 0:
+            raise ValueError("the centred kernel matrix is zero: all samples coincide "
+                             "in feature space")
+        c = reg * trace
+        K.flat[:: n + 1] += c
+        # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
+        # order: LAPACK factorises it in place without a copy.
+        chol = linalg.cholesky(K.T, lower=False, overwrite_a=True, check_finite=False)
+        HM = np.zeros((n, counts.size))
+        HM[np.arange(n), labels] = 1.0 / np.sqrt(counts[labels])
+        HM -= np.sqrt(counts) / n
+        Z = linalg.cho_solve((chol, False), HM, check_finite=False)
+        del K, chol
+        C = HM.T @ HM - c * (HM.T @ Z)
+        lam, Wc = linalg.eigh((C + C.T) / 2, check_finite=False)
+        lam, Wc = lam[::-1][:k], Wc[:, ::-1][:, :k]
+        alpha = Z @ Wc
+        # alpha^T K~ alpha with K~ Z = HM - c Z.
+        norm2 = np.einsum("ij,ij->j", alpha, HM @ Wc - c * alpha)
+        rank = _n_identifiable(lam, norm2, counts.size)
+        alpha[:, :rank] /= np.sqrt(norm2[:rank])
+        alpha -= alpha.mean(axis=0)
+        lam, alpha = _pad(lam, alpha, k)
+        return lam, alpha, col_means, rank
+
+    def _fit_reduced(self, X, basis, labels, counts, reg, k):
+        if self._precomputed():
+            Kb = np.ascontiguousarray(X[:, basis])
+            Kbb = X[np.ix_(basis, basis)]
+        else:
+            Xb = X[basis]
+            Kb = self._gram(X, Xb, out=np.empty((X.shape[0], basis.size)))
+            Kbb = self._gram(Xb)
+        col_means = Kb.mean(axis=0)
+        Kb -= col_means
+        t, V = linalg.eigh(Kbb, overwrite_a=True, check_finite=False)
+        if not t[-1] > 0:
+            raise ValueError("the kernel matrix of the basis points is zero")
+        keep = t > t[-1] * basis.size * np.finfo(np.float64).eps
+        W = V[:, keep] / np.sqrt(t[keep])
+        F = Kb @ W
+        del Kb
+        S = F.T @ F
+        trace = np.trace(S)
+        if not trace > 0:
+            raise ValueError("the centred kernel matrix is zero: all samples coincide "
+                             "in feature space")
+        S.flat[:: S.shape[0] + 1] += reg * trace
+        L = linalg.cholesky(S, lower=True, overwrite_a=True, check_finite=False)
+        R = (_slice_sums(F, labels, counts.size) / np.sqrt(counts)[:, None]).T
+        Y = linalg.solve_triangular(L, R, lower=True, check_finite=False)
+        lam, Wc = linalg.eigh(Y.T @ Y, check_finite=False)
+        lam, Wc = lam[::-1][:k], Wc[:, ::-1][:, :k]
+        u = linalg.solve_triangular(L, Y @ Wc, lower=True, trans="T", check_finite=False)
+        norm2 = np.einsum("ij,ij->j", u, u)
+        rank = _n_identifiable(lam, norm2, counts.size)
+        u[:, :rank] /= np.sqrt(norm2[:rank])
+        lam, coef = _pad(lam, W @ u, k)
+        return lam, coef, col_means, rank
+
+    def transform(self, X):
+        check_is_fitted(self, "dual_coef_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        with _blas_threads(self.n_threads if self.n_threads is None
+                           else check_n_threads(self.n_threads)):
+            if self._precomputed():
+                Kt = X[:, self.X_fit_]
+            else:
+                Kt = self._gram(X, self.X_fit_,
+                                out=np.empty((X.shape[0], self.X_fit_.shape[0])))
+            return Kt @ self.dual_coef_ - self.K_fit_rows_ @ self.dual_coef_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.pairwise = self._precomputed()
+        return tags
