@@ -317,7 +317,8 @@ class KernelSIR(TransformerMixin, BaseEstimator):
     dual_coef_ : ndarray (n_basis, n_components)
     eigenvalues_ : ndarray (n_components,)
     X_fit_ : ndarray (n_basis, n_features)
-        The basis points (all training samples when n_basis is None).
+        The basis points (all training samples when n_basis is None); with
+        kernel="precomputed", the basis columns' indices instead.
     basis_indices_ : ndarray (n_basis,)
         Rows of the training X used as basis points.
     K_fit_rows_ : ndarray (n_basis,)
@@ -395,7 +396,7 @@ class KernelSIR(TransformerMixin, BaseEstimator):
         self.K_fit_rows_ = col_means
         self.basis_indices_ = basis
         # For a precomputed kernel the basis is a set of columns, not of points.
-        self.X_fit_ = basis.copy() if self._precomputed() else X[basis].copy()
+        self.X_fit_ = basis.copy() if precomputed else X[basis]
         self.n_slices_ = int(counts.size)
         return self
 
