@@ -59,7 +59,8 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, out, n_threads, pa
 
     path: None chooses; "direct" or "blas" force a path (tests exercise both).
     """
-    direct = kind == _LAPLACIAN or (kind == _RBF and X.shape[1] <= DIRECT_MAX_FEATURES)
+    # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
+    direct = kind == _LAPLACIAN or (kind == _RBF and _features(X) <= DIRECT_MAX_FEATURES)
     if path is not None:
         if path not in ("direct", "blas"):
             raise ValueError(f"path must be None, 'direct' or 'blas', got {path!r}")
@@ -75,10 +76,13 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = check_out(out, (X.shape[0], Y.shape[0]), X.dtype, inputs=(X, Y))
+    # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     if direct:
-        return _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads)
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads)
+        return out
     with _blas_limit_one():
-        return _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads)
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads)
+    return out
 
 
 def _features(X):
