@@ -1,0 +1,341 @@
+"""In-place double centering against the NumPy formula and sklearn's KernelCenterer."""
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse
+from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
+
+from fastkern import KernelCenterer, center_gram
+
+
+def gram(n, dtype=np.float64, seed=0, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    return np.exp(-0.5 * ((X[:, None] - X[None]) ** 2).sum(-1)).astype(dtype)
+
+
+def cross(n_test, n_train, seed=1, d=4):
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((n_test, d)), rng.standard_normal((n_train, d))
+    return np.exp(-0.5 * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+
+def numpy_center(K):
+    """K - 1K/n - K1/n + 1K1/n^2 with explicit (n x n) averaging matrices."""
+    K = np.asarray(K, dtype=np.float64)
+    n = K.shape[0]
+    one = np.full((n, n), 1.0 / n)
+    return K - one @ K - K @ one + one @ K @ one
+
+
+def tol(dtype):
+    return {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-5, "atol": 1e-5}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 3, 257])
+def test_center_gram_matches_formula_and_sklearn(n, dtype):
+    K = gram(n, dtype)
+    expected = numpy_center(K)
+    sk = SkKernelCenterer().fit_transform(K.astype(np.float64))
+    Kc = center_gram(K.copy())
+    assert Kc.dtype == dtype
+    assert_allclose(Kc, expected, **tol(dtype))
+    assert_allclose(Kc, sk, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 257])
+def test_centred_rows_and_columns_sum_to_zero(n, dtype):
+    K = gram(n, dtype, seed=2)
+    scale = float(np.abs(K).sum(axis=0).max())
+    Kc = center_gram(K)
+    eps = 1e-12 if dtype == np.float64 else 1e-5
+    assert np.abs(Kc.sum(axis=0, dtype=np.float64)).max() <= eps * scale
+    assert np.abs(Kc.sum(axis=1, dtype=np.float64)).max() <= eps * scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_center_gram_is_in_place(dtype):
+    K = gram(100, dtype, seed=3)
+    expected = numpy_center(K)
+    Kc = center_gram(K)
+    assert Kc is K
+    assert_allclose(K, expected, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_center_gram_fortran_order_in_place(dtype):
+    rng = np.random.default_rng(4)
+    # A non-symmetric square matrix, so a mix-up of rows and columns would show.
+    A = rng.standard_normal((57, 57)).astype(dtype)
+    K = np.asfortranarray(A)
+    expected = numpy_center(A)
+    Kc = center_gram(K)
+    assert Kc is K
+    assert K.flags.f_contiguous
+    assert_allclose(K, expected, **tol(dtype))
+
+
+def test_center_gram_non_symmetric_c_order():
+    A = np.random.default_rng(5).standard_normal((31, 31))
+    assert_allclose(center_gram(A.copy()), numpy_center(A), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_center_gram_copy_leaves_input_untouched(dtype):
+    K = (gram(50, np.float64, seed=6) * 10).astype(dtype)
+    before = K.copy()
+    Kc = center_gram(K, copy=True)
+    assert Kc is not K
+    assert_array_equal(K, before)
+    assert Kc.dtype == (np.float32 if dtype == np.float32 else np.float64)
+    assert_allclose(Kc, numpy_center(before), **tol(Kc.dtype))
+
+
+def test_center_gram_copy_of_strided_and_readonly_input():
+    base = gram(80, seed=7)
+    for K in (base[::2, ::2], np.asfortranarray(base)[::2, ::2]):
+        assert_allclose(center_gram(K, copy=True), numpy_center(K), rtol=1e-12, atol=1e-12)
+    ro = base.copy()
+    ro.flags.writeable = False
+    assert_allclose(center_gram(ro, copy=True), numpy_center(base), rtol=1e-12, atol=1e-12)
+    assert_array_equal(ro, base)
+
+
+@pytest.mark.parametrize("make", [
+    lambda K: K[::2, ::2],
+    lambda K: K.astype(np.int64),
+    lambda K: np.asfortranarray(K)[:10, :10],  # F-ordered but not contiguous
+    lambda K: np.asfortranarray(K)[:, :10].T[:, :10].copy(order="K")[::1, ::-1],
+])
+def test_center_gram_refuses_what_it_cannot_centre_in_place(make):
+    K = make(gram(20, seed=8))
+    with pytest.raises(ValueError, match="copy=True"):
+        center_gram(K)
+
+
+def test_center_gram_of_a_list_returns_a_centred_array():
+    K = gram(9, seed=26)
+    as_list = K.tolist()
+    Kc = center_gram(as_list)
+    assert isinstance(Kc, np.ndarray) and Kc.dtype == np.float64
+    assert_allclose(Kc, numpy_center(K), rtol=1e-12, atol=1e-12)
+    assert as_list == K.tolist()
+
+
+def test_center_gram_refuses_readonly_in_place():
+    K = gram(20, seed=9)
+    K.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        center_gram(K)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [2, 257, 1001])
+def test_center_gram_one_and_two_threads_identical(n, dtype):
+    K = gram(n, dtype, seed=10)
+    assert_array_equal(center_gram(K.copy(), n_threads=1), center_gram(K.copy(), n_threads=2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_center_gram_threads_agree_with_formula(dtype):
+    K = gram(513, dtype, seed=11)
+    expected = numpy_center(K)
+    for t in (1, 2, 3):
+        assert_allclose(center_gram(K.copy(), n_threads=t), expected, **tol(dtype))
+
+
+# ------------------------------------------------------------ KernelCenterer
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_train,n_test", [(1, 1), (2, 5), (257, 3), (40, 300)])
+def test_kernel_centerer_matches_sklearn(n_train, n_test, dtype):
+    K_train = gram(n_train, np.float64, seed=12)
+    K_test = cross(n_test, n_train)
+    sk = SkKernelCenterer().fit(K_train)
+    kc = KernelCenterer().fit(K_train.astype(dtype))
+    assert kc.K_fit_rows_.dtype == np.float64
+    assert_allclose(kc.K_fit_rows_, sk.K_fit_rows_, **tol(dtype))
+    assert_allclose(kc.K_fit_all_, sk.K_fit_all_, **tol(dtype))
+    assert kc.n_features_in_ == n_train
+    Kt = kc.transform(K_test.astype(dtype))
+    assert Kt.dtype == dtype
+    assert_allclose(Kt, sk.transform(K_test), **tol(dtype))
+    assert_allclose(kc.transform(K_train.astype(dtype)), sk.transform(K_train), **tol(dtype))
+    assert_allclose(KernelCenterer().fit_transform(K_train.astype(dtype)),
+                    sk.transform(K_train), **tol(dtype))
+
+
+def test_kernel_centerer_test_formula():
+    """K_test - 1' K_train / n - K_test 1 / n + 1' K_train 1 / n^2 (NumPy, by hand)."""
+    K_train, K_test = gram(30, seed=13), cross(20, 30, seed=14)
+    n = K_train.shape[0]
+    ones_test = np.full((20, n), 1.0 / n)
+    ones_train = np.full((n, n), 1.0 / n)
+    expected = K_test - ones_test @ K_train - K_test @ ones_train + ones_test @ K_train @ ones_train
+    assert_allclose(KernelCenterer().fit(K_train).transform(K_test), expected,
+                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_centerer_transform_copy_false_is_in_place(dtype):
+    K_train, K_test = gram(60, np.float64, seed=15), cross(70, 60, seed=16).astype(dtype)
+    kc = KernelCenterer().fit(K_train)
+    expected = kc.transform(K_test)
+    out = kc.transform(K_test, copy=False)
+    assert out is K_test
+    assert_array_equal(K_test, expected)
+
+
+def test_kernel_centerer_transform_copy_true_leaves_input():
+    K_train, K_test = gram(60, seed=17), cross(70, 60, seed=18)
+    before = K_test.copy()
+    out = KernelCenterer().fit(K_train).transform(K_test)
+    assert out is not K_test
+    assert_array_equal(K_test, before)
+
+
+def test_kernel_centerer_copy_false_converts_what_it_cannot_centre_in_place():
+    K_train = gram(40, seed=19)
+    kc = KernelCenterer().fit(K_train)
+    sk = SkKernelCenterer().fit(K_train)
+    F = np.asfortranarray(cross(30, 40, seed=20))
+    before = F.copy()
+    out = kc.transform(F, copy=False)
+    assert_allclose(out, sk.transform(before), rtol=1e-12, atol=1e-12)
+    Ki = (cross(30, 40) * 100).astype(np.int64)
+    assert_allclose(kc.transform(Ki, copy=False), sk.transform(Ki.astype(float)),
+                    rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_centerer_one_and_two_threads_identical(dtype):
+    K_train, K_test = gram(300, dtype, seed=21), cross(257, 300, seed=22).astype(dtype)
+    a = KernelCenterer(n_threads=1).fit(K_train)
+    b = KernelCenterer(n_threads=2).fit(K_train)
+    assert_array_equal(a.K_fit_rows_, b.K_fit_rows_)
+    assert a.K_fit_all_ == b.K_fit_all_
+    assert_array_equal(a.transform(K_test), b.transform(K_test))
+
+
+def test_kernel_centerer_is_an_sklearn_estimator():
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    kc = KernelCenterer(n_threads=2)
+    assert clone(kc).get_params() == {"n_threads": 2}
+    with pytest.raises(NotFittedError):
+        kc.transform(gram(3))
+
+
+# -------------------------------------------------------------------- memory
+def _peak_bytes(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_center_gram_allocates_under_one_percent():
+    n = 2000
+    K = np.random.default_rng(23).random((n, n))
+    center_gram(K[:4, :4].copy())  # warm imports
+    peak = _peak_bytes(lambda: center_gram(K))
+    assert peak < 0.01 * K.nbytes, peak
+    assert np.abs(K.sum(axis=0)).max() < 1e-9 * n
+
+
+def test_center_gram_fortran_allocates_under_one_percent():
+    K = np.asfortranarray(np.random.default_rng(24).random((2000, 2000)))
+    peak = _peak_bytes(lambda: center_gram(K))
+    assert peak < 0.01 * K.nbytes, peak
+
+
+def test_kernel_centerer_transform_copy_false_allocates_under_one_percent():
+    rng = np.random.default_rng(25)
+    K_train = rng.random((1000, 1000))
+    K_test = rng.random((2000, 1000))
+    kc = KernelCenterer().fit(K_train)
+    kc.transform(K_test[:3].copy(), copy=False)
+    peak = _peak_bytes(lambda: kc.transform(K_test, copy=False))
+    assert peak < 0.01 * K_test.nbytes, peak
+    peak_fit = _peak_bytes(lambda: kc.fit(K_train))
+    assert peak_fit < 0.01 * K_train.nbytes * 2, peak_fit
+
+
+# ------------------------------------------------------------ property-based
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    scale=st.floats(1e-3, 1e3),
+    shift=st.floats(-1e3, 1e3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_centred_sums_vanish(n, dtype, scale, shift, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    K = (shift + scale * (A + A.T)).astype(dtype)
+    expected = numpy_center(K)
+    bound = float(np.abs(K.astype(np.float64)).sum(axis=0).max())
+    Kc = center_gram(K)
+    eps = 1e-12 if dtype == np.float64 else 1e-5
+    assert np.abs(Kc.sum(axis=0, dtype=np.float64)).max() <= eps * bound
+    assert np.abs(Kc.sum(axis=1, dtype=np.float64)).max() <= eps * bound
+    assert_allclose(Kc, expected, rtol=0, atol=eps * bound / max(1, n) * 4)
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("func", ["center_gram", "fit", "transform"])
+@pytest.mark.parametrize("K,exc,msg", [
+    (np.ones((3, 4)), ValueError, r"^K must be a square matrix"),
+    (np.ones(3), ValueError, r"^K must be a 2-D array"),
+    (np.ones((2, 2, 2)), ValueError, r"^K must be a 2-D array"),
+    (np.ones((0, 0)), ValueError, r"^K is empty"),
+    (np.array([[1.0, np.nan], [np.nan, 1.0]]), ValueError, r"^K contains NaN"),
+    (np.array([[1.0, np.inf], [np.inf, 1.0]]), ValueError, r"^K contains NaN"),
+    (np.eye(2, dtype=complex), TypeError, r"^K must be a numeric array"),
+    (np.eye(2).astype(object), TypeError, r"^K must be a numeric array"),
+    (sparse.csr_matrix(np.eye(2)), TypeError, r"^K is a sparse matrix"),
+])
+def test_bad_k(func, K, exc, msg):
+    if func == "transform":
+        kc = KernelCenterer().fit(np.eye(2))
+        if msg.startswith("^K must be a square"):
+            msg = "K has 4 columns"
+            exc = ValueError
+        with pytest.raises(exc, match=msg):
+            kc.transform(K)
+    elif func == "fit":
+        with pytest.raises(exc, match=msg):
+            KernelCenterer().fit(K)
+    else:
+        with pytest.raises(exc, match=msg):
+            center_gram(K)
+
+
+def test_transform_wrong_number_of_columns():
+    kc = KernelCenterer().fit(gram(5))
+    with pytest.raises(ValueError, match="K has 4 columns.*5 training samples"):
+        kc.transform(np.ones((3, 4)))
+
+
+@pytest.mark.parametrize("n_threads,exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                           (2.0, TypeError), (True, TypeError), ("1", TypeError)])
+def test_bad_n_threads(n_threads, exc):
+    K = gram(4)
+    with pytest.raises(exc, match="n_threads"):
+        center_gram(K, n_threads=n_threads)
+    with pytest.raises(exc, match="n_threads"):
+        KernelCenterer(n_threads=n_threads).fit(K)
+    kc = KernelCenterer().fit(K)
+    kc.n_threads = n_threads
+    with pytest.raises(exc, match="n_threads"):
+        kc.transform(K)
