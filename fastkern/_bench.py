@@ -438,7 +438,8 @@ def _fmt_bytes(b):
 
 def format_table(results):
     """A plain-text table: one block per task, one row per (size, implementation)."""
-    header = f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} {'vs sklearn':>11} {'peak mem':>10}"
+    header = (f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} "
+              f"{'vs sklearn':>11} {'peak mem':>10}")
     lines = [header, "-" * len(header)]
     for task in TASKS:
         rows = [r for r in results if r["task"] == task]

@@ -87,7 +87,8 @@ def _resolve_column(label_column, names, ncols, path):
     try:
         index = int(label_column)
     except ValueError:
-        known = f"; columns are {', '.join(names)}" if names is not None else " (the file has no header row)"
+        known = (f"; columns are {', '.join(names)}" if names is not None
+                 else " (the file has no header row)")
         raise CLIError(f"label column {label_column!r} not found in {path}{known}") from None
     if not 0 <= index < ncols:
         raise CLIError(f"label column index {index} is out of range: {path} has {ncols} columns "
@@ -116,7 +117,8 @@ def read_csv(path, label_column=None):
     ncols = len(rows[0][1])
     for line, row in rows:
         if len(row) != ncols:
-            raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row has {ncols}")
+            raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row "
+                           f"has {ncols}")
     named = _has_header(rows[0][1])
     if named:
         names, rows = rows[0][1], rows[1:]
@@ -138,9 +140,10 @@ def read_csv(path, label_column=None):
             try:
                 X[i, k] = float(row[j])
             except ValueError:
+                hint = ("" if label_column is not None
+                        else " (use --label-column for a class column)")
                 raise CLIError(f"{path}, line {line}, column {names[j]!r}: non-numeric value "
-                               f"{row[j]!r}" + ("" if label_column is not None else
-                                                " (use --label-column for a class column)")) from None
+                               f"{row[j]!r}{hint}") from None
             if not math.isfinite(X[i, k]):
                 raise CLIError(f"{path}, line {line}, column {names[j]!r}: value {row[j]!r} "
                                "is not finite")
@@ -348,8 +351,8 @@ def _kpca(args, X, labels, label_name):
         else:
             P = np.column_stack([Z[:, 0], np.arange(n)])
             ylabel = "sample index"
-        _scatter(ax, P, labels, f"Kernel PCA ({args.kernel}) of {os.path.basename(args.data)}", "PC1", ylabel,
-                 label_name)
+        title = f"Kernel PCA ({args.kernel}) of {os.path.basename(args.data)}"
+        _scatter(ax, P, labels, title, "PC1", ylabel, label_name)
         fig.tight_layout()
         _save(fig, args.plot)
         plt.close(fig)

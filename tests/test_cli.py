@@ -12,7 +12,9 @@ import pytest
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def fastkern(*args, cwd=None):
+def fastkern(*args, cwd):
+    """Run the command line; cwd must not be the source checkout, whose
+    fastkern/ would shadow the installed package."""
     return subprocess.run([sys.executable, "-m", "fastkern", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=300)
 
@@ -62,7 +64,8 @@ def test_demo(tmp_path):
     proc = fastkern("demo", "--threads", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    acc = dict(re.findall(r"^(KernelPCA|KernelSIR)\s+LOO 1-NN accuracy[^:]*:\s*([0-9.]+)", out, re.M))
+    acc = dict(re.findall(r"^(KernelPCA|KernelSIR)\s+LOO 1-NN accuracy[^:]*:\s*([0-9.]+)",
+                          out, re.M))
     assert set(acc) == {"KernelPCA", "KernelSIR"}, out
     # The solver issue's threshold for KernelSIR; kernel PCA is unsupervised,
     # yet the cultivars stay clearly separated in its first two components.
@@ -84,7 +87,7 @@ def test_kpca_header_and_named_label(tmp_path, blobs):
                      + [[*x[:2], lab, *x[2:]] for x, lab in zip(X, y)])
     out, png = tmp_path / "proj.csv", tmp_path / "proj.png"
     proc = fastkern("kpca", data, "--kernel", "rbf", "--gamma", "0.1", "--components", "3",
-                    "--label-column", "cls", "--out", out, "--plot", png)
+                    "--label-column", "cls", "--out", out, "--plot", png, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = read_csv(out)
     assert rows[0] == ["PC1", "PC2", "PC3", "cls"]
@@ -101,7 +104,8 @@ def test_kpca_header_and_named_label(tmp_path, blobs):
 def test_kpca_no_header_label_index_to_stdout(tmp_path, blobs):
     X, y = blobs
     data = write_csv(tmp_path / "d.csv", [[lab, *x] for x, lab in zip(X, y)])
-    proc = fastkern("kpca", data, "--components", "2", "--label-column", "0", "--threads", "1")
+    proc = fastkern("kpca", data, "--components", "2", "--label-column", "0", "--threads", "1",
+                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.reader(proc.stdout.splitlines()))
     assert rows[0] == ["PC1", "PC2", "x0"]
@@ -118,7 +122,7 @@ def test_kpca_numeric_only_without_label(tmp_path, blobs):
     data = write_csv(tmp_path / "d.csv", X.tolist())
     out, png = tmp_path / "p.csv", tmp_path / "p.png"
     proc = fastkern("kpca", data, "--kernel", "linear", "--components", "1", "--out", out,
-                    "--plot", png, "--verbose")
+                    "--plot", png, "--verbose", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = read_csv(out)
     assert rows[0] == ["PC1"] and len(rows) == len(X) + 1
@@ -136,7 +140,7 @@ def test_kpca_numeric_only_without_label(tmp_path, blobs):
 
 def test_bench_quick(tmp_path):
     js, png = tmp_path / "b.json", tmp_path / "b.png"
-    proc = fastkern("bench", "--quick", "--json", js, "--plot", png)
+    proc = fastkern("bench", "--quick", "--json", js, "--plot", png, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "cores" in out and "BLAS" in out and "peak memory" in out
@@ -162,8 +166,8 @@ def test_bench_quick(tmp_path):
 
 
 @pytest.mark.parametrize("cmd", [[], ["demo"], ["kpca"], ["bench"]])
-def test_help(cmd):
-    proc = fastkern(*cmd, "--help")
+def test_help(cmd, tmp_path):
+    proc = fastkern(*cmd, "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "usage: fastkern" in proc.stdout
     assert "--threads" in proc.stdout or not cmd
@@ -173,41 +177,47 @@ def test_help(cmd):
 
 
 def test_error_missing_file(tmp_path):
-    assert_usage_error(fastkern("kpca", tmp_path / "nope.csv"), "nope.csv", "no such file")
+    assert_usage_error(fastkern("kpca", tmp_path / "nope.csv", cwd=tmp_path),
+                       "nope.csv", "no such file")
 
 
 def test_error_missing_label_column(tmp_path):
     data = write_csv(tmp_path / "d.csv", [["a", "b", "c"], [1, 2, 3], [4, 5, 7], [1, 0, 1]])
-    assert_usage_error(fastkern("kpca", data, "--label-column", "species"), "'species'", "a, b, c")
-    assert_usage_error(fastkern("kpca", data, "--label-column", "3"), "out of range")
+    assert_usage_error(fastkern("kpca", data, "--label-column", "species", cwd=tmp_path),
+                       "'species'", "a, b, c")
+    assert_usage_error(fastkern("kpca", data, "--label-column", "3", cwd=tmp_path), "out of range")
 
 
 def test_error_non_numeric(tmp_path):
     data = write_csv(tmp_path / "d.csv", [["a", "b"], [1, 2], [3, "x"], [4, 5]])
-    assert_usage_error(fastkern("kpca", data), "line 3", "'b'", "non-numeric", "'x'")
+    assert_usage_error(fastkern("kpca", data, cwd=tmp_path),
+                       "line 3", "'b'", "non-numeric", "'x'")
     # A first row with a number in it is data, so its typo is reported.
     data = write_csv(tmp_path / "e.csv", [[1, "y"], [3, 4], [5, 6]])
-    assert_usage_error(fastkern("kpca", data), "line 1", "'x1'", "non-numeric", "'y'")
+    assert_usage_error(fastkern("kpca", data, cwd=tmp_path),
+                       "line 1", "'x1'", "non-numeric", "'y'")
 
 
 def test_error_too_few_rows(tmp_path):
     data = write_csv(tmp_path / "d.csv", [["a", "b"], [1, 2]])
-    assert_usage_error(fastkern("kpca", data), "1 data row")
+    assert_usage_error(fastkern("kpca", data, cwd=tmp_path), "1 data row")
     data = write_csv(tmp_path / "e.csv", [[1, 2], [3, 4], [5, 7]])
-    assert_usage_error(fastkern("kpca", data, "--components", "3"), "--components 3", "has 3")
+    assert_usage_error(fastkern("kpca", data, "--components", "3", cwd=tmp_path),
+                       "--components 3", "has 3")
 
 
 @pytest.mark.parametrize("value", ["0", "1.5"])
 def test_error_bad_components(tmp_path, value):
-    assert_usage_error(fastkern("kpca", tmp_path / "d.csv", "--components", value),
+    assert_usage_error(fastkern("kpca", tmp_path / "d.csv", "--components", value, cwd=tmp_path),
                        "--components", "positive integer")
 
 
-def test_error_bad_threads():
-    assert_usage_error(fastkern("bench", "--quick", "--threads", "-1"), "--threads",
+def test_error_bad_threads(tmp_path):
+    assert_usage_error(fastkern("bench", "--quick", "--threads", "-1", cwd=tmp_path), "--threads",
                        "positive integer")
 
 
 def test_error_bad_numbers(tmp_path):
-    assert_usage_error(fastkern("kpca", tmp_path / "d.csv", "--gamma", "-1"), "--gamma")
-    assert_usage_error(fastkern("bench", "--sizes", "100,abc"), "--sizes")
+    assert_usage_error(fastkern("kpca", tmp_path / "d.csv", "--gamma", "-1", cwd=tmp_path),
+                       "--gamma")
+    assert_usage_error(fastkern("bench", "--sizes", "100,abc", cwd=tmp_path), "--sizes")
