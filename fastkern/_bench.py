@@ -395,17 +395,23 @@ def add_speedups(results):
 
 
 def machine_info(n_threads=None):
+    """config_info() plus the thread counts the measurements use and the memory method."""
     from fastkern import config_info
 
     info = config_info()
     info["n_threads"] = n_threads if n_threads is not None else info["threads"]
+    # measure() holds BLAS to n_threads when it is given (see blas_threads).
+    info["blas_threads"] = n_threads
     info["memory_method"] = memory_method()
     return info
 
 
 def describe_machine(info):
-    blas = "; ".join(f"{b['internal_api']} {b['version']} ({b['num_threads']} threads)"
-                     for b in info["blas"]) or "not detected"
+    limit = info.get("blas_threads")
+    blas = "; ".join(
+        f"{b['internal_api']} {b['version']} "
+        f"({b['num_threads'] if limit is None else limit} threads)"
+        for b in info["blas"]) or "not detected"
     omp = "OpenMP on" if info["openmp"] else "OpenMP off"
     return (f"machine: {info['cores']} cores, {omp}, fastkern threads: {info['n_threads']}, "
             f"BLAS: {blas}\n"
@@ -446,7 +452,7 @@ def format_table(results):
         rows.sort(key=lambda r: (r["n"], IMPLS.index(r["impl"])))
         for r in rows:
             sp = r.get("speedup_vs_sklearn")
-            sp = "" if sp is None else f"{sp:.2f}x"
+            sp = "" if sp is None else f"{sp:.3g}x"
             lines.append(f"{TASK_TITLES[task]:<12} {r['n']:>6}  {r['impl']:<14} "
                          f"{_fmt_time(r['time_s']):>10} {sp:>11} {_fmt_bytes(r['peak_bytes']):>10}")
         if rows:
