@@ -182,10 +182,14 @@ def test_cv_matches_sklearn_ridgecv_for_linear_kernel():
     np.testing.assert_allclose(ours.predict(X_TEST), ref.predict(X_TEST), rtol=1e-8)
 
 
-@pytest.mark.parametrize("budget", [1, None])
-def test_cv_eigensolver_drivers_agree(budget):
-    # budget=1 byte forces the in-place QR-algorithm driver (syev).
+GRAM_BYTES = 123 * 123 * 8
+
+
+@pytest.mark.parametrize("budget, driver", [(1, "ev"), (2.5 * GRAM_BYTES, "evr"),
+                                            (3 * GRAM_BYTES, "evd"), (None, "evd")])
+def test_cv_eigensolver_drivers_agree(budget, driver):
     cv = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf", memory_budget=budget).fit(X_TRAIN, Y2)
+    assert cv._eigen_driver == driver
     ref = KernelRidge(alpha=cv.alpha_, kernel="rbf").fit(X_TRAIN, Y2)
     np.testing.assert_allclose(cv.dual_coef_, ref.dual_coef_, rtol=1e-8, atol=1e-10)
 
@@ -248,3 +252,20 @@ def test_pipeline_and_grid_search():
     search = GridSearchCV(cv_pipe, {"krr__gamma": [0.05, 0.5]}, cv=3).fit(X_TRAIN, y)
     assert search.best_score_ > 0.5
     assert search.best_estimator_.named_steps["krr"].alpha_ in np.logspace(-3, 2, 6)
+
+
+@pytest.mark.parametrize("grams", [1.5, 2.5, 3.5])
+def test_cv_memory_within_budget(grams):
+    n = 700
+    X = np.random.default_rng(1).standard_normal((n, 5))
+    y = np.random.default_rng(2).standard_normal(n)
+    gram = n * n * 8
+    est = KernelRidgeCV(alphas=np.logspace(-3, 2, 20), kernel="rbf", memory_budget=grams * gram)
+    tracemalloc.start()
+    try:
+        est.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # O(n * n_alphas) on top: coefficients, diagonals and residuals per alpha.
+    assert peak <= (grams - 0.4) * gram + 8 * n * 20 * 8, peak / gram
