@@ -217,7 +217,8 @@ class _Progress:
         residuals = np.asarray(residuals, dtype=np.float64)
         self.report("%s iteration %d: max residual %.3e (per component %s); last pass %.2f s",
                     self.solver, iteration, residuals.max(),
-                    np.array2string(residuals, precision=2), self.last)
+                    np.array2string(residuals, formatter={"float_kind": "{:.2e}".format}),
+                    self.last)
 
 
 def _check_n_components(est, n, upper, solver):
@@ -242,16 +243,13 @@ def _flip_signs(U):
 
 
 def _finish(est, eigenvalues, eigenvectors):
-    """Order, clip and sign-fix as scikit-learn's KernelPCA; returns the column signs."""
+    """Order, clip and sign-fix as scikit-learn's KernelPCA; returns the order and signs."""
+    from sklearn.utils.validation import _check_psd_eigenvalues
+
     eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
     order = np.argsort(eigenvalues)[::-1]
-    eigenvalues = eigenvalues[order]
+    eigenvalues = _check_psd_eigenvalues(eigenvalues[order], enable_warnings=False)
     eigenvectors = eigenvectors[:, order]
-    # Tiny negative eigenvalues are rounding of zero ones (as _check_psd_eigenvalues).
-    scale = max(abs(eigenvalues).max(), np.finfo(np.float64).tiny)
-    small = eigenvalues < 0
-    small &= -eigenvalues <= 5e-3 * scale
-    eigenvalues[small] = 0.0
     signs = _flip_signs(eigenvectors)
     eigenvectors = eigenvectors * signs
     if getattr(est, "remove_zero_eig", False):
