@@ -95,10 +95,11 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     of H become the next Y (the thick restart).  Convergence is judged on the
     true residual norms of the k wanted pairs; for float32 operators the
     target is raised to what float32 products can deliver,
-    max(tol, 4 sqrt(n) eps32).  The small projected problems, the basis and
+    max(tol, 4 sqrt(n) eps32).  Memory: the basis V and A V, 2 n (m + 1) p
+    float64 values, preallocated once.  The small projected problems, the basis and
     the Ritz vectors are float64 throughout.  When n is small (< 200) or not
-    much larger than the basis, A is formed by block products and solved by
-    LAPACK instead.
+    much larger than the basis, A is formed by block products (an n x n
+    float64 array) and solved by LAPACK instead.
 
     A block method converges on clusters and repeated eigenvalues (the block
     spans the cluster) and on the fast-decaying spectra of kernel Gram matrices.
@@ -177,6 +178,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
 
 
 def _dense(matmat, n, k, p, dtype, callback):
+    # A is formed from products with blocks of unit vectors, at most 256 wide
+    # so that the identity blocks stay O(n) memory.
+    p = min(p, 256)
     A = np.empty((n, n))
     for start in range(0, n, p):
         stop = min(n, start + p)

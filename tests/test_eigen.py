@@ -145,3 +145,15 @@ def test_bad_matmat():
         block_eigsh(None, 10, 2)
     with pytest.raises(ValueError, match="matmat returned shape"):
         block_eigsh(lambda V: V[:, :1], 300, 2)
+
+
+def test_large_n_operator():
+    # n = 50000 through an implicit operator Q diag(lam) Q^T with a cluster
+    # at the top and known eigenpairs.
+    n, r = 50000, 40
+    rng = np.random.default_rng(4)
+    Q = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    lam = np.r_[10.0, 10.0, 9.9, 5.0, 4.0, np.linspace(3.0, 0.1, r - 5)]
+    w, V = block_eigsh(lambda X: Q @ (lam[:, None] * (Q.T @ X)), n, 4, random_state=0)
+    np.testing.assert_allclose(w, lam[:4], rtol=1e-8)
+    assert np.max(linalg.subspace_angles(V, Q[:, :4])) < 1e-6

@@ -212,9 +212,9 @@ def test_large_n_hook_not_used_for_small_or_precomputed(fake_large_n):
     assert fake_large_n == []
 
 
-@pytest.mark.parametrize("solver, dtype", [("dense", np.float64), ("lanczos", np.float64),
-                                           ("dense", np.float32)])
-@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("solver, dtype, inverse", [
+    ("dense", np.float64, False), ("lanczos", np.float64, False),
+    ("dense", np.float64, True), ("dense", np.float32, True)])
 def test_fit_memory_is_one_gram(solver, dtype, inverse):
     n = 1500
     X = np.random.default_rng(1).standard_normal((n, 5)).astype(dtype)
