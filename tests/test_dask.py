@@ -52,6 +52,20 @@ def test_numpy_input_with_client_matches_in_process(client, data):
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
+def test_kernelpca_with_client_attribute(client, data, monkeypatch):
+    X, Xt, ref = data
+    passes = []
+    run = _dask._Passes.run
+    monkeypatch.setattr(_dask._Passes, "run",
+                        lambda self, V, A=None: passes.append(1) or run(self, V, A))
+    est = _kpca()
+    est.client = client  # the usage shown in fastkern._dask's docstring
+    Z = est.fit_transform(X)
+    assert len(passes) > 2  # the row-mean pass and the eigensolver's products
+    np.testing.assert_allclose(Z, ref.eigenvectors_ * np.sqrt(ref.eigenvalues_), atol=1e-7)
+    np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), atol=1e-7)
+
+
 def test_dask_array_input(client, data):
     X, Xt, ref = data
     Xd = da.from_array(X, chunks=(123, 5))  # ragged row chunks
