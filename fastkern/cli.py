@@ -214,9 +214,8 @@ def _save(fig, path):
 # ---------------------------------------------------------------- demo
 
 
-# load_wine calls them class_0..2; the original PARVUS data set of Forina et
-# al. (from which UCI's was taken) names the cultivars.
-CULTIVARS = ("Barolo", "Grignolino", "Barbera")
+# load_wine ships no cultivar names, only class_0..2; label them by number.
+CULTIVARS = ("cultivar 1 (class_0)", "cultivar 2 (class_1)", "cultivar 3 (class_2)")
 
 
 def cmd_demo(args):
