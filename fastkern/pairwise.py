@@ -176,6 +176,7 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
             kwds = {k: v for k, v in kwds.items() if k in KERNEL_PARAMS[metric]}
         return _FUNCTIONS[metric](X, Y, out=out, n_threads=n_threads, **kwds)
     if metric == "precomputed":
+        check_n_threads(n_threads)
         return _precomputed(X, Y, out)
     from sklearn.metrics import pairwise as skp
 

@@ -255,11 +255,13 @@ def test_readonly_memmap_input(tmp_path, dtype):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_integer_and_bool_inputs_give_float64(kernel):
+def test_integer_bool_and_float16_inputs_give_float64(kernel):
     rng = np.random.default_rng(18)
     Xi = rng.integers(-2, 3, size=(40, 5)).astype(np.int32)
     Xb = rng.random((30, 5)) > 0.5
-    for X, Y in ((Xi, None), (Xb, None), (Xi, Xb), (Xi.astype(np.int64), Xi.astype(np.uint8) % 2)):
+    Xh = rng.uniform(-1, 1, size=(20, 5)).astype(np.float16)
+    for X, Y in ((Xi, None), (Xb, None), (Xi, Xb), (Xi.astype(np.int64), Xi.astype(np.uint8) % 2),
+                 (Xh, None), (Xh, Xi)):
         K = call(kernel, X, Y)
         assert K.dtype == np.float64
         assert_gram_close(K, ref_for(kernel, X, Y), np.float64, X, Y)
@@ -296,6 +298,7 @@ def test_one_and_two_threads_identical(kernel, dtype):
         K1 = call(kernel, X, y, n_threads=1)
         assert_array_equal(K1, call(kernel, X, y, n_threads=2))
         assert_array_equal(K1, call(kernel, X, y, n_threads=3))
+        assert_array_equal(K1, call(kernel, X, y, n_threads=64))
         assert_array_equal(K1, call(kernel, X, y))
 
 
@@ -408,6 +411,8 @@ def test_pairwise_kernels_precomputed_returns_x_and_validates():
         pairwise_kernels(K, data(29, 3), metric="precomputed")
     with pytest.raises(ValueError, match="out"):
         pairwise_kernels(K, metric="precomputed", out=np.empty((30, 20)))
+    with pytest.raises(ValueError, match="n_threads"):
+        pairwise_kernels(K, metric="precomputed", n_threads=0)
 
 
 def test_pairwise_kernels_callable():
