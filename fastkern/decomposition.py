@@ -118,7 +118,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_real(self.tol, "tol", low=0.0)
         check_real(self.gamma, "gamma", low=0.0, allow_none=True)
         if not (isinstance(self.eigen_solver, str) and self.eigen_solver in EIGEN_SOLVERS):
-            raise ValueError(f"eigen_solver must be one of {EIGEN_SOLVERS}, got {self.eigen_solver!r}")
+            raise ValueError(f"eigen_solver must be one of {EIGEN_SOLVERS}, "
+                             f"got {self.eigen_solver!r}")
         if self.fit_inverse_transform and self._precomputed:
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
 

@@ -117,7 +117,8 @@ def solve_shifted_in_place(K, Y, alphas):
 def _check_alpha_array(alpha, name, *, positive=False):
     values = np.atleast_1d(np.asarray(alpha))
     if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"{name} must be a non-empty scalar or 1-D array, got shape {values.shape}")
+        raise ValueError(f"{name} must be a non-empty scalar or 1-D array, "
+                         f"got shape {values.shape}")
     if values.dtype.kind not in "iuf":
         raise TypeError(f"{name} must be real numbers, got dtype {values.dtype}")
     values = values.astype(np.float64)
@@ -154,7 +155,10 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
                            n_threads=self.n_threads, dtype=dtype)
 
     def predict(self, X):
-        """Predictions k(X, X_fit_) @ dual_coef_; for kernel="precomputed" X is k(X_test, X_train)."""
+        """Predictions k(X, X_fit_) @ dual_coef_.
+
+        For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
+        """
         check_is_fitted(self, "dual_coef_")
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
