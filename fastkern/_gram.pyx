@@ -22,6 +22,14 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 import numpy as np
 
+cdef extern from "fk_stream.h" nogil:
+    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
+    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
+    void fk_store_fence()
+
+from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
     fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_ipow_d, fk_ipow_f,
@@ -32,6 +40,9 @@ cdef enum:
     # 256 x 256 doubles = 512 KiB: a tile of K plus the operand rows fits the L2
     # of current x86 cores; 256 also matches scikit-learn's chunking (chosen empirically).
     TILE = 256
+    # Direct-path tiles are built in two thread-local DTILE x DTILE buffers
+    # (the tile and its transpose, 256 KiB in float64) that stay in L2.
+    DTILE = 128
     # Mirror in 32 x 32 blocks so both the read rows and the written columns stay in L1.
     MIRROR_BLOCK = 32
 
@@ -102,9 +113,9 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
     X and Y point at the first row of each block (row-major, d columns); Yt at
     column 0 of the block in Y transposed (leading dimension ldyt), used by the
     direct path; xn/yn are the blocks' squared norms, used by BLAS RBF.  diag
-    says the two blocks are the same rows: then distances on the diagonal are
-    set to exactly 0, and the direct path computes only j >= i (the caller
-    mirrors the rest).
+    says the two blocks are the same rows: then the RBF diagonal is set to
+    exactly 1, and the direct path computes only j >= i (the caller mirrors the
+    rest).
     """
     cdef Py_ssize_t i, j0
     cdef floating *row
@@ -129,12 +140,13 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     fk_vexp_f(row, bj - j0, <float> scale)
         return
     _gemm_nt(X, Y, out, <int> bi, <int> bj, <int> d, <int> ldo)
-    if diag and spec.kind == K_RBF:
-        # ||x||^2 + ||x||^2 - 2 ||x||^2 is exactly 0 in floating point.
-        for i in range(bi):
-            out[i * ldo + i] = <floating> xn[i]
     for i in range(bi):
         _map_dot_row(out + i * ldo, bj, yn, xn[i] if xn != NULL else 0.0, spec)
+    if diag and spec.kind == K_RBF:
+        # The distance of a point to itself is 0, but the gemm's rounded x.x
+        # (float32, or cancellation at large norms) need not give exactly 0.
+        for i in range(bi):
+            out[i * ldo + i] = 1
 
 
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
@@ -164,6 +176,15 @@ cdef void _mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1
                     K[j * ld + i] = K[i * ld + j]
 
 
+cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
+                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
+                         bint transpose) noexcept nogil:
+    if floating is double:
+        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+    else:
+        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+
+
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
          bint direct, int n_threads):
@@ -172,8 +193,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     symmetric means Y is X; direct selects the fused distance loop.
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
-    cdef Py_ssize_t nbi = (n + TILE - 1) // TILE, nbj = (m + TILE - 1) // TILE
+    cdef Py_ssize_t tile = DTILE if direct else TILE
+    cdef Py_ssize_t nbi = (n + tile - 1) // tile, nbj = (m + tile - 1) // tile
     cdef Py_ssize_t ntiles, t, I, J, i0, j0, bi, bj
+    cdef int tid
+    cdef floating *tbuf
+    cdef floating *tscr
     cdef KernelSpec spec
     spec.kind = kind
     spec.gamma = gamma
@@ -201,24 +226,41 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef const floating *Yp = &Y[0, 0]
     cdef const floating *Ytp = &Yt[0, 0]
     cdef floating *Op = &out[0, 0]
+    nbuf = n_threads if direct else 1
+    cdef floating[:, :, ::1] bufs = np.empty((nbuf, 2, DTILE * DTILE if direct else 1),
+                                             dtype=dtype)
 
     with nogil:
         if xn_p != NULL:
             row_sq_norms(Xp, n, d, xn_p, n_threads)
             if not symmetric:
                 row_sq_norms(Yp, m, d, yn_p, n_threads)
-        # dynamic: diagonal tiles of the direct path do half the work of the others.
-        for t in prange(ntiles, num_threads=n_threads, schedule='dynamic'):
-            I = ti[t]
-            J = tj[t]
-            i0 = I * TILE
-            j0 = J * TILE
-            bi = min(TILE, n - i0)
-            bj = min(TILE, m - j0)
-            gram_tile(Xp + i0 * d, Yp + j0 * d, Ytp + (j0 if direct else 0), m, d,
-                      xn_p + i0 if xn_p != NULL else NULL,
-                      yn_p + j0 if yn_p != NULL else NULL,
-                      Op + i0 * m + j0, m, bi, bj, &spec, symmetric and I == J)
-            if symmetric:
-                _mirror_block(Op, m, i0, i0 + bi, j0, j0 + bj, I == J)
+        with parallel(num_threads=n_threads):
+            tid = omp_get_thread_num()
+            tbuf = &bufs[tid, 0, 0]
+            tscr = &bufs[tid, 1, 0]
+            # dynamic: diagonal tiles of the direct path do half the work of the others.
+            for t in prange(ntiles, schedule='dynamic'):
+                I = ti[t]
+                J = tj[t]
+                i0 = I * tile
+                j0 = J * tile
+                bi = min(tile, n - i0)
+                bj = min(tile, m - j0)
+                if direct:
+                    gram_tile(Xp + i0 * d, Yp + j0 * d, Ytp + j0, m, d, NULL, NULL,
+                              tbuf, bj, bi, bj, &spec, symmetric and I == J)
+                    if symmetric and I == J:
+                        _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
+                    _stream(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                    if symmetric and I != J:
+                        _stream(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                else:
+                    gram_tile(Xp + i0 * d, Yp + j0 * d, Ytp, m, d,
+                              xn_p + i0 if xn_p != NULL else NULL,
+                              yn_p + j0 if yn_p != NULL else NULL,
+                              Op + i0 * m + j0, m, bi, bj, &spec, symmetric and I == J)
+                    if symmetric:
+                        _mirror_block(Op, m, i0, i0 + bi, j0, j0 + bj, I == J)
+            fk_store_fence()
     return np.asarray(out)
