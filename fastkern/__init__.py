@@ -6,7 +6,10 @@ __version__ = "0.1.0"
 from fastkern import _openmp
 from fastkern._config import config_info, show_config
 from fastkern.centering import KernelCenterer, center_gram
+from fastkern.decomposition import KernelPCA
+from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
 from fastkern.kernels import min_eigenvalue
+from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
     exponential_kernel,
     laplacian_kernel,
@@ -16,6 +19,7 @@ from fastkern.pairwise import (
     rbf_kernel,
     sigmoid_kernel,
 )
+from fastkern.sir import KernelSIR, SlicedInverseRegression
 
 if not _openmp.openmp_enabled():
     warnings.warn(
@@ -27,6 +31,12 @@ if not _openmp.openmp_enabled():
 
 __all__ = [
     "KernelCenterer",
+    "KernelPCA",
+    "KernelRidge",
+    "KernelRidgeCV",
+    "KernelSIR",
+    "Nystroem",
+    "SlicedInverseRegression",
     "center_gram",
     "config_info",
     "exponential_kernel",

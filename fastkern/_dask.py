@@ -6,9 +6,8 @@ distributed).  Nothing here is imported unless it is used.
 How it runs
 -----------
 ``KernelPCA(eigen_solver="matrix-free", ...).fit(X)`` goes to the cluster
-when X is a ``dask.array`` or a ``distributed.Client`` is given (the
-estimator's ``client`` attribute, or ``client=`` of
-``fastkern.large_n.fit_kernel_pca``); without either it runs in-process with
+when X is a ``dask.array`` (on the default client) or a ``distributed.Client``
+is given (``fit(X, client=client)``); without either it runs in-process with
 OpenMP.  Each pass over the kernel matrix (one per product of the
 eigensolver, plus one for the row means) scatters X and the current block V
 to every worker (``client.scatter(..., broadcast=True)``) and submits one
@@ -37,8 +36,7 @@ Using an existing cluster
     from distributed import Client
     client = Client("tcp://scheduler-host:8786")
     kpca = KernelPCA(n_components=5, eigen_solver="matrix-free")
-    kpca.client = client                      # or pass a dask array as X
-    kpca.fit(X)
+    kpca.fit(X, client=client)               # or pass a dask array as X
 """
 import os
 

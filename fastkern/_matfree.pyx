@@ -13,7 +13,7 @@ float32 data gives float32 tiles (the values the dense Gram would hold), which
 are widened to float64 before the gemm: V and the products are always float64
 so the eigensolver sees products accurate to float64 rounding of the tiles.
 
-The caller must hold BLAS to one thread (``fastkern.pairwise._blas_limit_one``):
+The caller must hold BLAS to one thread (``fastkern._threads.blas_limit(1)``):
 each OpenMP thread runs its own gemm.
 """
 from cython cimport floating

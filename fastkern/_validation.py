@@ -71,6 +71,11 @@ def check_array_2d(A, name, *, finite=True):
     return A
 
 
+def is_dask_array(X):
+    """True for a dask.array (without importing dask)."""
+    return type(X).__module__.startswith("dask.") and type(X).__name__ == "Array"
+
+
 def result_dtype(*arrays):
     """float32 only when every input is float32 (as scikit-learn); else float64."""
     if all(a.dtype == np.float32 for a in arrays if a is not None):
@@ -109,6 +114,9 @@ def check_out(out, shape, dtype, inputs=()):
         raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
     if not out.flags.c_contiguous:
         raise ValueError("out must be C-contiguous")
+    if not out.flags.aligned:
+        # Finished tiles are written with aligned streaming stores.
+        raise ValueError("out must be aligned to its itemsize")
     if not out.flags.writeable:
         raise ValueError("out is read-only")
     for a in inputs:

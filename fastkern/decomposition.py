@@ -18,7 +18,8 @@ from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted, va
 
 from fastkern._eigen import block_eigsh
 from fastkern._kernel_api import check_kernel_param, kernel_gram
-from fastkern._validation import _all_finite, check_n_threads, check_real
+from fastkern._threads import limits_blas
+from fastkern._validation import _all_finite, check_n_threads, check_real, is_dask_array
 from fastkern.centering import KernelCenterer, center_gram
 from fastkern.kernel_ridge import gram_buffer, memory_budget_bytes, solve_shifted_in_place
 
@@ -138,14 +139,35 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return "lanczos"
         return "dense"
 
-    def fit(self, X, y=None):
-        """Fit the model from X (n_samples, n_features), or a precomputed kernel (n, n)."""
-        self._fit(X)
+    @limits_blas
+    def fit(self, X, y=None, *, client=None):
+        """Fit the model from X (n_samples, n_features), or a precomputed kernel (n, n).
+
+        A ``dask.array`` X, or a ``distributed.Client`` given as ``client``, runs
+        the matrix-free solver's kernel passes on that Dask cluster
+        (``fastkern._dask``); ``transform`` then uses the same client.
+        """
+        self._fit(X, client)
         return self
 
-    def _fit(self, X):
+    def _fit(self, X, client=None):
         self._check_params()
         memory_budget_bytes(self.memory_budget)
+        from fastkern import large_n
+
+        self._client = client
+        if client is not None or is_dask_array(X):
+            # sklearn's validation would load a dask array into memory; the
+            # Dask backend validates it block by block instead.
+            if self.eigen_solver not in ("auto", "matrix-free"):
+                raise ValueError("a dask array or a Dask client needs eigen_solver='matrix-free' "
+                                 f"(or 'auto'), got {self.eigen_solver!r}")
+            if self._precomputed:
+                raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
+            self.n_features_in_ = X.shape[1] if len(X.shape) == 2 else None
+            self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
+            large_n.fit_kernel_pca(self, X, client=client)
+            return None
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         n = X.shape[0]
         if self._precomputed and X.shape[1] != n:
@@ -157,8 +179,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         solver = self._choose_solver(n, k, X.dtype.itemsize)
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
         if solver in LARGE_N_SOLVERS:
-            from fastkern import large_n
-
             large_n.fit_kernel_pca(self, X)
             return None
         if solver == "arpack" and k >= n:
@@ -221,20 +241,26 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                            tol=self.tol if self.tol > 0 else 1e-10, max_iter=self.max_iter,
                            random_state=self.random_state, callback=callback)
 
-    def fit_transform(self, X, y=None, **params):
+    @limits_blas
+    def fit_transform(self, X, y=None, *, client=None):
         """Fit and return the training embedding sqrt(eigenvalues_) * eigenvectors_."""
-        X_transformed = self._fit(X)
+        X_transformed = self._fit(X, client)
         if X_transformed is None:
             X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
         return X_transformed
 
+    @limits_blas
     def transform(self, X):
         """Project X (or, for kernel="precomputed", k(X, X_train)) on the components."""
         check_is_fitted(self, "eigenvectors_")
+        from fastkern import large_n
+
+        client = getattr(self, "_client", None)
+        if self._fit_solver in LARGE_N_SOLVERS and (client is not None
+                                                    or is_dask_array(X)):
+            return large_n.transform_kernel_pca(self, X, client=client)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         if self._fit_solver in LARGE_N_SOLVERS:
-            from fastkern import large_n
-
             return large_n.transform_kernel_pca(self, X)
         if self._precomputed:
             K = np.array(self._kernel(X, self.X_fit_), dtype=self.eigenvectors_.dtype,
@@ -248,6 +274,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         scaled[:, nonzero] = self.eigenvectors_[:, nonzero] / np.sqrt(self.eigenvalues_[nonzero])
         return K @ scaled
 
+    @limits_blas
     def inverse_transform(self, X):
         """Approximate pre-images: k(X, X_transformed_fit_) @ dual_coef_ (kernel ridge)."""
         if not self.fit_inverse_transform:

@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._threads import limits_blas
 from fastkern._validation import check_n_threads, check_real
 
 __all__ = ["KernelRidge", "KernelRidgeCV"]
@@ -154,6 +155,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads, dtype=dtype)
 
+    @limits_blas
     def predict(self, X):
         """Predictions k(X, X_fit_) @ dual_coef_.
 
@@ -202,6 +204,7 @@ class KernelRidge(_KernelRegressorBase):
         self.kernel_params = kernel_params
         self.n_threads = n_threads
 
+    @limits_blas
     def fit(self, X, y, sample_weight=None):
         alpha = _check_alpha_array(self.alpha, "alpha")
         X, y, sw = self._validate_fit(X, y, sample_weight)
@@ -268,6 +271,7 @@ class KernelRidgeCV(_KernelRegressorBase):
         self.n_threads = n_threads
         self.memory_budget = memory_budget
 
+    @limits_blas
     def fit(self, X, y, sample_weight=None):
         alphas = _check_alpha_array(self.alphas, "alphas", positive=True)
         budget = memory_budget_bytes(self.memory_budget)

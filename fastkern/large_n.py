@@ -50,8 +50,10 @@ import scipy.linalg
 
 from fastkern import _matfree
 from fastkern._kernel_api import check_kernel_param, kernel_gram
-from fastkern._validation import check_array_2d, check_n_threads, check_real, result_dtype
-from fastkern.pairwise import DIRECT_MAX_FEATURES, KERNEL_PARAMS, _blas_limit_one
+from fastkern._validation import (check_array_2d, check_n_threads, check_real, is_dask_array,
+                                  result_dtype)
+from fastkern._threads import blas_limit
+from fastkern.pairwise import DIRECT_MAX_FEATURES, KERNEL_PARAMS
 
 __all__ = ["fit_kernel_pca", "transform_kernel_pca", "KernelOperator", "parse_memory_budget"]
 
@@ -148,7 +150,7 @@ class KernelOperator:
         spec = self.spec
         out = np.empty((A.shape[0], max(V.shape[1], 1)))
         an = self.xn if symmetric or not self.xn.size else _matfree.sq_norms(A, self.n_threads)
-        with _blas_limit_one():
+        with blas_limit(1):
             _matfree.kernel_product(A, self.X, self.Xt, an, self.xn, V, out, self.tiles,
                                     self.dtiles, spec["kind"], spec["gamma"], spec["coef0"],
                                     spec["degree"], self.direct, symmetric, self.n_threads)
@@ -282,11 +284,10 @@ def fit_kernel_pca(est, X, *, client=None, timeout=None):
     _fit_row_means (float64 (N,)) and _fit_grand_mean (float) for
     "matrix-free"; _nystroem_map, _nystroem_mean and _nystroem_basis for
     "nystrom".  A dask array X, or a ``distributed.Client`` given as
-    ``client`` or ``est.client``, runs the kernel passes on that cluster
+    ``client``, runs the kernel passes on that cluster
     (fastkern._dask; timeout bounds each pass there, in seconds).
     """
-    client = client if client is not None else getattr(est, "client", None)
-    if client is not None or _is_dask_array(X):
+    if client is not None or is_dask_array(X):
         from fastkern import _dask
 
         return _dask.fit_kernel_pca(est, X, client=client, timeout=timeout)
@@ -409,11 +410,10 @@ def _validate_transform(est, X):
 def transform_kernel_pca(est, X, *, client=None, timeout=None):
     """Project X on the components fitted by :func:`fit_kernel_pca`.
 
-    With a dask array X or a client (``client`` or ``est.client``) the
+    With a dask array X or a client (``client``) the
     cross-kernel passes of the matrix-free solver run on the cluster.
     """
-    client = client if client is not None else getattr(est, "client", None)
-    if _is_dask_array(X):
+    if is_dask_array(X):
         from fastkern import _dask
 
         X, _ = _dask.materialize(X)
@@ -451,8 +451,3 @@ def scaled_eigenvectors(est):
     nz = est.eigenvalues_ > 0
     A[:, nz] = est.eigenvectors_[:, nz] / np.sqrt(est.eigenvalues_[nz])
     return A
-
-
-def _is_dask_array(X):
-    mod = type(X).__module__
-    return mod.startswith("dask.") and type(X).__name__ == "Array"

@@ -8,11 +8,10 @@ filled and returned; nothing else of size N x M is allocated) and
 
 float32 inputs give float32 results; any other numeric input gives float64.
 """
-import threading
-
 import numpy as np
 
 from fastkern import _gram
+from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads, check_out, check_pair, check_real
 
 __all__ = [
@@ -32,21 +31,6 @@ _LINEAR, _POLY, _RBF, _LAPLACIAN, _SIGMOID, _EXPONENTIAL = range(6)
 # Up to this many features the fused distance loop beats a gemm on the tile
 # for RBF (measured on the 2-core dev machine: d=16 direct is faster, d=64 BLAS).
 DIRECT_MAX_FEATURES = 32
-
-_controller = None
-_controller_lock = threading.Lock()
-
-
-def _blas_limit_one():
-    """Context manager holding BLAS to one thread: each OpenMP thread runs its own gemm."""
-    global _controller
-    with _controller_lock:
-        if _controller is None:
-            from threadpoolctl import ThreadpoolController
-
-            _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
-
 
 def _gamma(gamma, n_features):
     if gamma is None:
@@ -80,7 +64,8 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct):
     if direct:
         _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads)
         return out
-    with _blas_limit_one():
+    # Each OpenMP thread runs its own single-threaded gemm on a tile.
+    with blas_limit(1):
         _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads)
     return out
 

@@ -13,9 +13,7 @@ total variance.  Slicing rule, shared by both (``slicing="auto"``):
 
 ``slicing="classes"`` or ``slicing="quantile"`` overrides the rule.
 """
-import contextlib
 import numbers
-import threading
 import warnings
 
 import numpy as np
@@ -25,6 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads, check_real
 from fastkern.centering import center_gram
 
@@ -32,23 +31,6 @@ __all__ = ["SlicedInverseRegression", "KernelSIR"]
 
 _SLICINGS = ("auto", "quantile", "classes")
 _MIN_EIGENVALUE = 1e-10
-
-_controller = None
-_controller_lock = threading.Lock()
-
-
-def _blas_threads(n_threads):
-    """Limit BLAS/LAPACK to n_threads for the dense linear algebra (None: leave as is)."""
-    global _controller
-    if n_threads is None:
-        return contextlib.nullcontext()
-    with _controller_lock:
-        if _controller is None:
-            from threadpoolctl import ThreadpoolController
-
-            _controller = ThreadpoolController()
-    return _controller.limit(limits=n_threads, user_api="blas")
-
 
 def _check_int(value, name, low):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
@@ -191,7 +173,7 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
             raise ValueError(f"n_directions={k} must be <= n_features={p}")
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with _blas_threads(n_threads):
+        with blas_limit(n_threads):
             self.mean_ = X.mean(axis=0)
             Xc = X - self.mean_
             s, U = linalg.eigh(Xc.T @ Xc / n, check_finite=False)
@@ -218,7 +200,7 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "directions_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
-        with _blas_threads(n_threads):
+        with blas_limit(n_threads):
             return (X - self.mean_) @ self.directions_
 
     def __sklearn_tags__(self):
@@ -374,7 +356,7 @@ class KernelSIR(TransformerMixin, BaseEstimator):
             if k > m:
                 raise ValueError(f"n_components={k} must be <= n_basis={m}")
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with _blas_threads(blas):
+        with blas_limit(blas):
             if self.n_basis is None:
                 basis = np.arange(n)
                 lam, coef, col_means, rank = self._fit_full(X, labels, counts, reg, k)
@@ -493,7 +475,7 @@ class KernelSIR(TransformerMixin, BaseEstimator):
     def transform(self, X):
         check_is_fitted(self, "dual_coef_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        with _blas_threads(self.n_threads if self.n_threads is None
+        with blas_limit(self.n_threads if self.n_threads is None
                            else check_n_threads(self.n_threads)):
             if self._precomputed():
                 Kt = X[:, self.X_fit_]

@@ -52,18 +52,29 @@ def test_numpy_input_with_client_matches_in_process(client, data):
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
-def test_kernelpca_with_client_attribute(client, data, monkeypatch):
+def test_kernelpca_fit_with_client(client, data, monkeypatch):
     X, Xt, ref = data
     passes = []
     run = _dask._Passes.run
     monkeypatch.setattr(_dask._Passes, "run",
                         lambda self, V, A=None: passes.append(1) or run(self, V, A))
     est = _kpca()
-    est.client = client  # the usage shown in fastkern._dask's docstring
-    Z = est.fit_transform(X)
+    Z = est.fit_transform(X, client=client)  # the usage shown in fastkern._dask's docstring
     assert len(passes) > 2  # the row-mean pass and the eigensolver's products
     np.testing.assert_allclose(Z, ref.eigenvectors_ * np.sqrt(ref.eigenvalues_), atol=1e-7)
+    n_passes = len(passes)
     np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), atol=1e-7)
+    assert len(passes) > n_passes  # transform ran on the cluster too
+
+
+def test_kernelpca_with_dask_array(client, data):
+    X, Xt, ref = data
+    est = _kpca().fit(da.from_array(X, chunks=(200, 5)))  # default client, no loading
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    P = est.transform(da.from_array(Xt, chunks=(10, 5)))
+    np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
+    with pytest.raises(ValueError, match="matrix-free"):
+        _kpca().set_params(eigen_solver="dense").fit(da.from_array(X, chunks=(200, 5)))
 
 
 def test_dask_array_input(client, data):

@@ -1,0 +1,42 @@
+"""Thread limits for the BLAS/LAPACK calls fastkern makes.
+
+OpenMP regions call gemm from every thread, so BLAS must run on one thread
+there (no nested oversubscription); estimators hold BLAS/LAPACK to their
+``n_threads`` so that one parameter bounds all the threads they use.
+"""
+import contextlib
+import threading
+
+_controller = None
+_controller_lock = threading.Lock()
+
+
+def blas_limit(n_threads):
+    """Context manager limiting BLAS/LAPACK to n_threads (None: leave as is)."""
+    global _controller
+    if n_threads is None:
+        return contextlib.nullcontext()
+    with _controller_lock:
+        if _controller is None:
+            # Built once: inspecting the loaded libraries costs milliseconds.
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+    return _controller.limit(limits=n_threads, user_api="blas")
+
+
+def limits_blas(method):
+    """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``."""
+    import functools
+
+    from fastkern._validation import check_n_threads
+
+    @functools.wraps(method)
+    def wrapped(self, *args, **kwargs):
+        n_threads = self.n_threads
+        if n_threads is not None:
+            n_threads = check_n_threads(n_threads)
+        with blas_limit(n_threads):
+            return method(self, *args, **kwargs)
+
+    return wrapped
