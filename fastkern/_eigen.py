@@ -14,6 +14,8 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
+from fastkern._validation import check_int
+
 __all__ = ["block_eigsh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
@@ -23,14 +25,6 @@ _DENSE_N = 200
 
 # Budget on the Krylov basis width (columns of V and of A V kept per cycle).
 _BASIS_COLUMNS = 300
-
-
-def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
 
 
 def _project_out(Z, basis):
@@ -106,8 +100,8 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     If max_iter cycles pass without convergence a ConvergenceWarning is issued
     and the current Ritz pairs are returned.
     """
-    n = _check_int(n, "n", 1)
-    k = _check_int(k, "k", 1)
+    n = check_int(n, "n", 1)
+    k = check_int(k, "k", 1)
     if k > n:
         raise ValueError(f"k must be <= n, got k={k} for n={n}")
     dtype = np.dtype(dtype)
@@ -118,8 +112,8 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not tol >= 0:
         raise ValueError(f"tol must be a non-negative real number, got {tol!r}")
     if max_iter is not None:
-        max_iter = _check_int(max_iter, "max_iter", 1)
-    p = k + max(5, k // 2) if block_size is None else _check_int(block_size, "block_size", 1)
+        max_iter = check_int(max_iter, "max_iter", 1)
+    p = k + max(5, k // 2) if block_size is None else check_int(block_size, "block_size", 1)
     if block_size is not None and p < k:
         raise ValueError(f"block_size must be >= k, got block_size={p} for k={k}")
     p = min(p, n)

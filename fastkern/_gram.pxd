@@ -17,6 +17,9 @@ cdef struct KernelSpec:
     long idegree      # degree as an integer when it is one, else 0
     bint direct       # fused distance loop (narrow data) instead of BLAS inner products
 
+cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
+                          bint direct) noexcept nogil
+
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,
                     const double *xn, const double *yn,

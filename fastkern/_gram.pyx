@@ -102,6 +102,19 @@ cdef inline void _map_dot_row(floating *g, Py_ssize_t n, const double *yn, doubl
                 g[j] = tanh(g[j])
 
 
+cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
+                          bint direct) noexcept nogil:
+    cdef KernelSpec spec
+    spec.kind = kind
+    spec.gamma = gamma
+    spec.coef0 = coef0
+    spec.degree = degree
+    # Integer degrees up to 64 use repeated squaring (vectorised); others pow().
+    spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
+    spec.direct = direct
+    return spec
+
+
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,
                     const double *xn, const double *yn,
@@ -199,13 +212,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef int tid
     cdef floating *tbuf
     cdef floating *tscr
-    cdef KernelSpec spec
-    spec.kind = kind
-    spec.gamma = gamma
-    spec.coef0 = coef0
-    spec.degree = degree
-    spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
-    spec.direct = direct
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = np.ascontiguousarray(Y.T) if direct else Y

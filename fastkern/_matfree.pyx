@@ -22,7 +22,7 @@ from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
 
-from fastkern._gram cimport KernelSpec, gram_tile, row_sq_norms, K_RBF
+from fastkern._gram cimport KernelSpec, gram_tile, make_spec, row_sq_norms, K_RBF
 from fastkern._openmp cimport omp_get_thread_num
 
 cdef enum:
@@ -109,13 +109,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
     cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi
     cdef int b = <int> V.shape[1], tid
-    cdef KernelSpec spec
-    spec.kind = kind
-    spec.gamma = gamma
-    spec.coef0 = coef0
-    spec.degree = degree
-    spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
-    spec.direct = direct
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
     cdef const double *V_p = &V[0, 0] if b > 0 else NULL

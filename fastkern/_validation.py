@@ -26,6 +26,18 @@ def check_n_threads(n_threads):
     return int(n_threads)
 
 
+def check_int(value, name, low, *, allow_none=False):
+    """An integer >= low (bools rejected); None passes through when allow_none."""
+    if value is None and allow_none:
+        return None
+    kind = "None or an integer" if allow_none else "an integer"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {kind}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
 def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
     """A finite real scalar, optionally bounded below; bools are rejected."""
     if value is None and allow_none:

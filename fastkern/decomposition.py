@@ -5,7 +5,6 @@ matrix is computed once into a C-contiguous buffer, double-centred in place
 (``center_gram``) and handed to the eigensolver without copies, so fitting needs
 about one N x N matrix where scikit-learn needs up to three.
 """
-import numbers
 
 import numpy as np
 from scipy import linalg
@@ -19,7 +18,8 @@ from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted, va
 from fastkern._eigen import block_eigsh
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._threads import limits_blas
-from fastkern._validation import _all_finite, check_n_threads, check_real, is_dask_array
+from fastkern._validation import (_all_finite, check_int, check_n_threads, check_real,
+                                  is_dask_array)
 from fastkern.centering import KernelCenterer, center_gram
 from fastkern.kernel_ridge import gram_buffer, memory_budget_bytes, solve_shifted_in_place
 
@@ -31,16 +31,6 @@ LARGE_N_SOLVERS = ("matrix-free", "nystrom")
 # "auto" uses the block Krylov solver above this many samples when few
 # components are wanted (the dense LAPACK reduction costs O(n^3) whatever k).
 _LANCZOS_MIN_SAMPLES = 200
-
-
-def _check_optional_int(value, name, low):
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be None or an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be None or an integer >= {low}, got {value}")
-    return int(value)
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -112,9 +102,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _check_params(self):
         check_kernel_param(self.kernel)
         check_n_threads(self.n_threads)
-        _check_optional_int(self.n_components, "n_components", 1)
-        _check_optional_int(self.max_iter, "max_iter", 1)
-        _check_optional_int(self.n_landmarks, "n_landmarks", 1)
+        check_int(self.n_components, "n_components", 1, allow_none=True)
+        check_int(self.max_iter, "max_iter", 1, allow_none=True)
+        check_int(self.n_landmarks, "n_landmarks", 1, allow_none=True)
         check_real(self.alpha, "alpha", low=0.0)
         check_real(self.tol, "tol", low=0.0)
         check_real(self.gamma, "gamma", low=0.0, allow_none=True)

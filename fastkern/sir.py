@@ -13,7 +13,6 @@ total variance.  Slicing rule, shared by both (``slicing="auto"``):
 
 ``slicing="classes"`` or ``slicing="quantile"`` overrides the rule.
 """
-import numbers
 import warnings
 
 import numpy as np
@@ -24,21 +23,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._threads import blas_limit
-from fastkern._validation import check_n_threads, check_real
+from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 
 __all__ = ["SlicedInverseRegression", "KernelSIR"]
 
 _SLICINGS = ("auto", "quantile", "classes")
 _MIN_EIGENVALUE = 1e-10
-
-def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
 
 def _slice_labels(y, n_slices, slicing):
     """Slice index (0..H-1) of every sample, and the slice sizes n_h.
@@ -48,7 +39,7 @@ def _slice_labels(y, n_slices, slicing):
     """
     if slicing not in _SLICINGS:
         raise ValueError(f"slicing must be one of {_SLICINGS}, got {slicing!r}")
-    n_slices = _check_int(n_slices, "n_slices", 2)
+    n_slices = check_int(n_slices, "n_slices", 2)
     y = np.asarray(y)
     n = y.shape[0]
     kind = y.dtype.kind
@@ -168,7 +159,7 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
                              y_numeric=False)
         n, p = X.shape
-        k = _check_int(self.n_directions, "n_directions", 1)
+        k = check_int(self.n_directions, "n_directions", 1)
         if k > p:
             raise ValueError(f"n_directions={k} must be <= n_features={p}")
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
@@ -343,14 +334,14 @@ class KernelSIR(TransformerMixin, BaseEstimator):
             raise ValueError(
                 f"X must be a square kernel matrix when kernel='precomputed', got shape {X.shape}"
             )
-        k = _check_int(self.n_components, "n_components", 1)
+        k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         n_threads = check_n_threads(self.n_threads)
         blas = self.n_threads if self.n_threads is None else n_threads
         if self.n_basis is not None:
-            m = _check_int(self.n_basis, "n_basis", 1)
+            m = check_int(self.n_basis, "n_basis", 1)
             if m > n:
                 raise ValueError(f"n_basis={m} must be <= n_samples={n}")
             if k > m:

@@ -696,3 +696,14 @@ def test_non_numeric_dtype(kernel, which, dtype):
     args = (A, GOOD) if which == "X" else (GOOD, A)
     with pytest.raises(TypeError, match=rf"^{which} must be a numeric array"):
         FUNCS[kernel](*args)
+
+
+def test_out_unaligned_rejected():
+    # Tiles are written with aligned streaming stores: an unaligned buffer must
+    # be refused before any compiled code runs.
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    raw = np.zeros(5 * 5 * 8 + 1, dtype=np.uint8)
+    out = raw[1:].view(np.float64).reshape(5, 5)
+    assert not out.flags.aligned
+    with pytest.raises(ValueError, match="out must be aligned"):
+        fastkern.rbf_kernel(X, out=out)
