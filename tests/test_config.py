@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import scipy
@@ -64,8 +65,10 @@ def test_show_config_to_a_file():
 def _in_subprocess(code, **env):
     full_env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     full_env.update(env)
+    # Outside the checkout: "python -c" puts the current directory first on
+    # sys.path, and the source tree has no compiled extensions.
     res = subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
-                         text=True, timeout=120, check=True)
+                         text=True, timeout=120, check=True, cwd=tempfile.gettempdir())
     return res.stdout
 
 
