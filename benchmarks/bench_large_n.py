@@ -1,0 +1,71 @@
+"""Large-N kernel PCA: the matrix-free solver at N=40,000, and the Nystroem
+approximation's eigenvalue error against the exact matrix-free solver.
+
+The N=40,000 fit takes minutes, so it runs once (one round): its time and peak
+RSS increase (reset through /proc where available, else tracemalloc) are
+recorded in extra_info and, under --benchmark-only at full size, checked
+against the targets (under 10 minutes, under 1.5 GB).
+"""
+import numpy as np
+import pytest
+
+import fastkern
+from fastkern import _bench
+
+N_LARGE = _bench.scaled(40000)
+N_NYSTROM = _bench.scaled(5000)
+LANDMARKS = sorted({_bench.scaled(m) for m in (100, 300, 1000, 2000)} - {N_NYSTROM})
+
+
+def _measure_once(fn):
+    if _bench.memory_method() == "rss":
+        return _bench._rss_peak(fn)
+    import time
+
+    t0 = time.perf_counter()
+    _, peak = _bench.tracemalloc_peak(fn)
+    return time.perf_counter() - t0, peak
+
+
+def test_matrix_free_kernel_pca(benchmark, benchmark_only):
+    benchmark.group = f"target: matrix-free KernelPCA N={N_LARGE} d=16 RBF 5 components"
+    X, _ = _bench.make_data(N_LARGE, 16)
+    est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="matrix-free")
+    measured = {}
+
+    def fit():
+        measured["seconds"], measured["peak"] = _measure_once(lambda: est.fit(X))
+
+    benchmark.pedantic(fit, rounds=1, iterations=1, warmup_rounds=0)
+    benchmark.extra_info.update(
+        seconds=measured["seconds"], peak_mem_bytes=measured["peak"],
+        memory_method=_bench.memory_method(), dense_gram_bytes=8 * N_LARGE * N_LARGE,
+        targets="< 600 s, peak < 1.5 GB")
+    assert est.eigenvalues_.shape == (5,) and np.all(np.diff(est.eigenvalues_) <= 0)
+    if benchmark_only and _bench.bench_scale() == 1:
+        assert measured["seconds"] < 600, measured
+        assert measured["peak"] < 1.5e9, measured
+
+
+@pytest.fixture(scope="module")
+def exact_small():
+    X, _ = _bench.make_data(N_NYSTROM, 16)
+    est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="matrix-free").fit(X)
+    return X, est.eigenvalues_
+
+
+def test_nystrom_eigenvalue_error(benchmark, run, exact_small):
+    benchmark.group = f"Nystroem KernelPCA N={N_NYSTROM} d=16 RBF 5 components"
+    X, exact = exact_small
+    errors = {}
+    for m in LANDMARKS:
+        est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="nystrom",
+                                 n_landmarks=m, random_state=0).fit(X)
+        errors[m] = float(np.max(np.abs(est.eigenvalues_ / exact - 1)))
+    benchmark.extra_info.update(
+        max_relative_eigenvalue_error={str(m): e for m, e in errors.items()})
+    largest = max(errors)
+    assert errors[largest] <= errors[min(errors)]
+    est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="nystrom",
+                             n_landmarks=largest, random_state=0)
+    run(lambda: est.fit(X))
