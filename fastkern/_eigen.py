@@ -25,6 +25,8 @@ _DENSE_N = 200
 
 # Budget on the Krylov basis width (columns of V and of A V kept per cycle).
 _BASIS_COLUMNS = 300
+# At most this many blocks before a thick restart.
+_MAX_BLOCKS = 6
 
 
 def _project_out(Z, basis):
@@ -46,8 +48,15 @@ def _orthonormal_block(Z, basis, width, scale, rng):
     """
     n = Z.shape[0]
     Z = _project_out(Z, basis)
+    tiny = max(scale, np.finfo(float).tiny)
+    if Z.shape[1] == width:
+        # Usual case, one QR: a block of clearly full rank (every |R_ii| far
+        # above the rounding threshold) needs no SVD or second projection.
+        Q, R = np.linalg.qr(Z)
+        if np.abs(np.diag(R)).min() > 1e-8 * tiny:
+            return Q
     U, sv, _ = np.linalg.svd(Z, full_matrices=False)
-    keep = int(np.count_nonzero(sv > 1e-12 * max(scale, np.finfo(float).tiny)))
+    keep = int(np.count_nonzero(sv > 1e-12 * tiny))
     Q = U[:, :min(keep, width)]
     if Q.shape[1]:
         Q = np.linalg.qr(_project_out(Q, basis))[0]
@@ -76,17 +85,18 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     ||A v - lambda v|| <= tol * lambda_max. callback(iteration, residuals_array) is called each iteration
     (for verbose progress). Raises a clear error / ConvergenceWarning if max_iter is hit.
 
-    Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  Each
-    iteration (cycle) holds p = block_size Ritz vectors Y (p >= k, default
-    k + max(5, k // 2)) and their products A Y, and expands the subspace with
-    m blocks [R, A R, ..., A^(m-1) R] where R is the Ritz residual A Y - Y Theta
-    (span{Y, R} = span{Y, A Y}, so this is the block Krylov space of Y, with
-    m chosen so the basis has at most ~300 columns).  Every new block is
-    orthogonalised against the whole basis twice (full reorthogonalisation)
-    before one ``matmat`` call, and A V is stored next to V, so the projected
-    matrix H = V^T A V and the residuals are exact without extra products:
-    each cycle costs m products, each reading A once.  The top p Ritz pairs
-    of H become the next Y (the thick restart).  Convergence is judged on the
+    Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  The
+    basis V holds p = block_size columns per block (p >= k, default
+    k + max(5, k // 2)) and at most m + 1 blocks (m chosen so the basis has
+    at most ~300 columns), with A V stored next to it, so the projected matrix
+    H = V^T A V and the Ritz residuals are exact without extra products.  Each
+    iteration does one Rayleigh-Ritz step on the current basis and, unless
+    converged, adds one block: the Ritz residuals R = A Y - Y Theta of the top
+    p Ritz vectors Y (Y lies in the basis, so R adds exactly the next
+    block-Krylov directions), orthogonalised against the whole basis twice
+    (full reorthogonalisation), then one ``matmat`` call reading A once.  When
+    the basis is full, the top p Ritz pairs and their products become its
+    first block (the thick restart).  Convergence is judged on the
     true residual norms of the k wanted pairs; for float32 operators the
     target is raised to what float32 products can deliver,
     max(tol, 4 sqrt(n) eps32).  Memory: the basis V and A V, 2 n (m + 1) p
@@ -118,7 +128,7 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         raise ValueError(f"block_size must be >= k, got block_size={p} for k={k}")
     p = min(p, n)
     rng = check_random_state(random_state)
-    m = min(6, max(3, _BASIS_COLUMNS // p - 1))
+    m = min(_MAX_BLOCKS, max(3, _BASIS_COLUMNS // p - 1))
     # Products in the operator's precision cannot give residuals below ~sqrt(n) eps.
     tol_eff = max(float(tol), 4.0 * math.sqrt(n) * float(np.finfo(dtype).eps))
 
@@ -126,7 +136,7 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         return _dense(matmat, n, k, p, dtype, callback)
 
     if max_iter is None:
-        max_iter = max(100, 10 * n // ((m + 1) * p))
+        max_iter = m * max(100, 10 * n // ((m + 1) * p))
     # V holds the basis and W = A V, preallocated once: the basis is the
     # solver's only O(n) memory besides a few n x p blocks.
     width = min(n, (m + 1) * p)
@@ -135,23 +145,21 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     V[:, :p] = _orthonormal_block(rng.standard_normal((n, p)), None, p, 1.0, rng)
     W[:, :p] = _apply(matmat, V[:, :p], dtype, n)
     scale = float(np.linalg.norm(W[:, :p], axis=0).max())
-    nxt = W[:, :p].copy()
-    theta = res = None
+    cols = p
+    theta = res = Y = None
     for iteration in range(1, max_iter + 1):
-        cols = p
-        while cols + p <= width:
-            V[:, cols:cols + p] = _orthonormal_block(nxt, V[:, :cols], p, scale, rng)
-            W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
-            nxt = W[:, cols:cols + p].copy()
-            cols += p
+        # Rayleigh-Ritz after every product: it costs O(n * cols * p), a few
+        # percent of one product, and lets fast-decaying spectra stop early.
         H = V[:, :cols].T @ W[:, :cols]
         H = (H + H.T) * 0.5
-        theta, S = linalg.eigh(H, subset_by_index=(cols - p, cols - 1))
-        theta, S = theta[::-1], np.ascontiguousarray(S[:, ::-1])
+        # numpy's eigh, not scipy's: numpy and scipy may ship separate OpenBLAS
+        # builds, and waking scipy's thread pool between products made every
+        # other product twice as slow on 2 cores (its threads and numpy's
+        # spinning ones competed).  H is small, so the full solve costs nothing.
+        theta, S = np.linalg.eigh(H)
+        theta, S = theta[::-1][:p], np.ascontiguousarray(S[:, ::-1][:, :p])
         Y = V[:, :cols] @ S
         AY = W[:, :cols] @ S
-        V[:, :p] = Y
-        W[:, :p] = AY
         R = AY - Y * theta
         res = np.linalg.norm(R, axis=0)
         scale = max(float(theta[0]), float(np.finfo(float).tiny))
@@ -159,7 +167,16 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
             callback(iteration, res[:k].copy())
         if np.all(res[:k] <= tol_eff * scale):
             return theta[:k].copy(), np.ascontiguousarray(Y[:, :k])
-        nxt = R
+        if cols + p > width:
+            # Thick restart: keep the p best Ritz pairs, products included.
+            V[:, :p] = Y
+            W[:, :p] = AY
+            cols = p
+        # The Ritz residuals span the next block-Krylov block (Y lies in the
+        # basis, so A Y - Y theta adds exactly the new directions).
+        V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, scale, rng)
+        W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
+        cols += p
         del Y, AY
     warnings.warn(
         f"block_eigsh did not converge in max_iter={max_iter} iterations: largest residual "

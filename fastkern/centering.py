@@ -80,17 +80,35 @@ class KernelCenterer(TransformerMixin, BaseEstimator):
                 f"{self.K_fit_rows_.shape[0]} training samples"
             )
         n_threads = check_n_threads(self.n_threads)
-        dtype = result_dtype(K)
-        if (not copy and isinstance(K, np.ndarray) and K.dtype == dtype
-                and K.flags.c_contiguous and K.flags.writeable):
-            Kc = K
-        else:
-            Kc = np.array(K, dtype=dtype, order="C", copy=True)
+        Kc = self._target(K, copy)
         _centering.center_test(Kc, self.K_fit_rows_, self.K_fit_all_, n_threads)
         return Kc
 
     def fit_transform(self, K, y=None, copy=True):
-        return self.fit(K).transform(K, copy=copy)
+        """Fit on K and centre it: one pass for the means, one for the update
+        (in place when copy=False and K is a writeable C-contiguous float array)."""
+        K = check_square(K, "K")
+        return self._fit_transform_checked(self._target(K, copy))
+
+    def _fit_transform_checked(self, K):
+        """fit_transform of a square, finite, C-contiguous float K, in place.
+
+        For callers that built K themselves (KernelPCA): the public method's
+        NaN scan would be one more pass over the N x N matrix.
+        """
+        n_threads = check_n_threads(self.n_threads)
+        self.K_fit_rows_, self.K_fit_all_ = _centering.center_train(K, n_threads)
+        self.n_features_in_ = K.shape[1]
+        return K
+
+    @staticmethod
+    def _target(K, copy):
+        """K itself when it can be centred in place and copy=False, else a C copy."""
+        dtype = result_dtype(K)
+        if (not copy and isinstance(K, np.ndarray) and K.dtype == dtype
+                and K.flags.c_contiguous and K.flags.writeable):
+            return K
+        return np.array(K, dtype=dtype, order="C", copy=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
