@@ -77,13 +77,16 @@ def _apply(matmat, V, dtype, n):
 
 
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
-                random_state=None, callback=None):
+                random_state=None, callback=None, v0=None):
     """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
 
     matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
     Returns (eigenvalues (k,) descending, eigenvectors (n, k)); converged when every wanted residual
     ||A v - lambda v|| <= tol * lambda_max. callback(iteration, residuals_array) is called each iteration
-    (for verbose progress). Raises a clear error / ConvergenceWarning if max_iter is hit.
+    (for verbose progress); a ConvergenceWarning is issued if max_iter is hit.
+    v0: optional (n, b) starting block (its span is used; random columns fill
+    it up to the block size), e.g. columns of A, which cost no product and act
+    as one free step of the iteration.
 
     Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  The
     basis V holds p = block_size columns per block (p >= k, default
@@ -142,7 +145,14 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     width = min(n, (m + 1) * p)
     V = np.empty((n, width))
     W = np.empty((n, width))
-    V[:, :p] = _orthonormal_block(rng.standard_normal((n, p)), None, p, 1.0, rng)
+    if v0 is None:
+        start = rng.standard_normal((n, p))
+    else:
+        start = np.asarray(v0, dtype=np.float64)  # only read: QR makes the basis
+        if start.ndim != 2 or start.shape[0] != n or start.shape[1] > p:
+            raise ValueError(f"v0 must have shape (n, b) with b <= block size {p}, "
+                             f"got {np.shape(v0)}")
+    V[:, :p] = _orthonormal_block(start, None, p, 1.0, rng)
     W[:, :p] = _apply(matmat, V[:, :p], dtype, n)
     scale = float(np.linalg.norm(W[:, :p], axis=0).max())
     cols = p

@@ -157,3 +157,18 @@ def test_large_n_operator():
     w, V = block_eigsh(lambda X: Q @ (lam[:, None] * (Q.T @ X)), n, 4, random_state=0)
     np.testing.assert_allclose(w, lam[:4], rtol=1e-8)
     assert np.max(linalg.subspace_angles(V, Q[:, :4])) < 1e-6
+
+
+@pytest.mark.parametrize("make, k", [(lambda: _rbf(420), 5), (_repeated, 4), (_low_rank, 6)])
+def test_starting_block(make, k):
+    # Columns of A as the start (what KernelPCA passes), including fewer
+    # columns than the block and duplicated ones: same eigenpairs as LAPACK.
+    A = make()
+    n = A.shape[0]
+    w_ref, _ = _reference(A, k)
+    for v0 in (A[:, :3], A[:, [0, 0, 1, 1]], A[:, :k + 5]):
+        w, V = block_eigsh(lambda X: A @ X, n, k, random_state=0, v0=v0)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-8, atol=1e-8 * w_ref[0])
+        assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-8 * w_ref[0]
+    with pytest.raises(ValueError, match="v0 must have shape"):
+        block_eigsh(lambda X: A @ X, n, k, v0=np.ones((n + 1, 2)))
