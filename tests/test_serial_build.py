@@ -1,0 +1,51 @@
+"""Without OpenMP the package still builds, runs serially and says so once."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("Cython")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = """
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import fastkern
+    import fastkern.pairwise
+messages = [str(w.message) for w in caught if "without OpenMP" in str(w.message)]
+assert len(messages) == 1, messages
+import io
+buf = io.StringIO()
+fastkern.show_config(file=buf)
+assert "OpenMP: off" in buf.getvalue(), buf.getvalue()
+import numpy as np
+from sklearn.metrics.pairwise import rbf_kernel
+X = np.random.default_rng(0).normal(size=(300, 5))
+assert np.allclose(fastkern.rbf_kernel(X, n_threads=2), rbf_kernel(X), rtol=1e-12)
+K = fastkern.center_gram(fastkern.rbf_kernel(X), n_threads=2)
+assert np.allclose(K.sum(axis=0), 0, atol=1e-10)
+print("serial ok")
+"""
+
+
+def test_builds_and_runs_without_openmp(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "fastkern", src / "fastkern",
+                    ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    env = dict(os.environ, FASTKERN_NO_OPENMP="1")
+    build = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=src,
+                           env=env, capture_output=True, text=True, timeout=900)
+    assert build.returncode == 0, build.stderr[-3000:]
+    assert "-fopenmp" not in build.stdout + build.stderr
+    run = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=str(src)),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "serial ok" in run.stdout
