@@ -1,5 +1,4 @@
 """In-place double centering against the NumPy formula and sklearn's KernelCenterer."""
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from scipy import sparse
 from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
 
 from fastkern import KernelCenterer, center_gram
+from fastkern._bench import tracemalloc_peak
 
 
 def gram(n, dtype=np.float64, seed=0, d=4):
@@ -234,13 +234,7 @@ def test_kernel_centerer_is_an_sklearn_estimator():
 
 # -------------------------------------------------------------------- memory
 def _peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return tracemalloc_peak(fn)[1]
 
 
 def test_center_gram_allocates_under_one_percent():

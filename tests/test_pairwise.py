@@ -1,5 +1,4 @@
 """Gram functions of fastkern.pairwise against plain-NumPy formulas and scikit-learn."""
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from fastkern import (
     rbf_kernel,
     sigmoid_kernel,
 )
+from fastkern._bench import tracemalloc_peak
 from fastkern.kernels import RBF
 
 KERNELS = ["linear", "poly", "rbf", "laplacian", "sigmoid", "exponential"]
@@ -481,13 +481,7 @@ def test_pairwise_kernels_delegates_sklearn_only_metrics(metric):
 
 # ---------------------------------------------------------------- memory
 def _peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return tracemalloc_peak(fn)[1]
 
 
 @pytest.mark.parametrize("path,d", [("direct", 16), ("blas", 64)])
