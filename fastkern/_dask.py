@@ -138,6 +138,10 @@ def _block_task(Z, V, A, start, stop, params, host_threads, n_threads):
     return op.matmat(V, rows)
 
 
+# Attempts per kernel pass when a worker's connection is lost mid-pass.
+_PASS_ATTEMPTS = 3
+
+
 class _Passes:
     """One scatter + one task per row block for every product with K."""
 
@@ -150,6 +154,26 @@ class _Passes:
         self.timeout = timeout
 
     def run(self, V, A=None):
+        """K(X_rows, X) @ V over the cluster, retried if a connection is lost.
+
+        The scheduler reruns the tasks of a worker that dies, but not a
+        client's scatter to it, which then fails with CommClosedError (an
+        OSError).  A pass is a pure function of its inputs, so it is run
+        again once a worker is available.  Timeouts are not retried: a lost
+        cluster fails within the pass timeout instead of hanging.
+        """
+        for attempt in range(_PASS_ATTEMPTS):
+            try:
+                return self._run_once(V, A)
+            except TimeoutError:
+                raise
+            except OSError:
+                if attempt == _PASS_ATTEMPTS - 1:
+                    raise
+                self.client.wait_for_workers(
+                    1, timeout=self.timeout if self.timeout is not None else 60)
+
+    def _run_once(self, V, A):
         import distributed
 
         client = self.client

@@ -118,6 +118,7 @@ def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch):
 
 
 def test_openmp_threads_per_task_do_not_oversubscribe(client):
+    client.wait_for_workers(2, timeout=TIMEOUT)  # a worker killed earlier may be restarting
     hosts = _dask._host_threads(client)
     assert hosts == {"tcp://127.0.0.1": 2}
     threads = client.submit(_dask._task_threads, hosts, None, pure=False).result(TIMEOUT)
@@ -146,3 +147,37 @@ def test_missing_dask_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ImportError, match=r'pip install "fastkern\[dask\]"'):
         _dask._require()
+
+
+def test_pass_retried_when_a_scatter_loses_its_worker(client, data, monkeypatch):
+    # A worker dying while the client scatters to it fails the scatter with
+    # CommClosedError; the pass must be run again, not the fit abandoned.
+    from distributed.comm.core import CommClosedError
+
+    X, _, ref = data
+    scatter = type(client).scatter
+    failures = []
+
+    def flaky_scatter(self, *args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise CommClosedError("worker lost during scatter")
+        return scatter(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(client), "scatter", flaky_scatter)
+    est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
+    assert failures == [1]
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+
+
+def test_pass_timeout_is_not_retried(client, data, monkeypatch):
+    calls = []
+
+    def slow(self, *args, **kwargs):
+        calls.append(1)
+        raise TimeoutError("no answer")
+
+    monkeypatch.setattr(type(client), "scatter", slow)
+    with pytest.raises(TimeoutError):
+        large_n.fit_kernel_pca(_kpca(), data[0], client=client, timeout=TIMEOUT)
+    assert calls == [1]
