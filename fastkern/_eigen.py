@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from fastkern._validation import check_int
 
-__all__ = ["block_eigsh"]
+__all__ = ["block_eigsh", "column_signs"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -27,6 +27,15 @@ _DENSE_N = 200
 _BASIS_COLUMNS = 300
 # At most this many blocks before a thick restart.
 _MAX_BLOCKS = 6
+
+
+def column_signs(U):
+    """+1/-1 per column making its largest-magnitude entry positive (scikit-learn's
+    svd_flip convention); an all-zero column gets +1."""
+    rows = np.argmax(np.abs(U), axis=0)
+    signs = np.sign(U[rows, np.arange(U.shape[1])])
+    signs[signs == 0] = 1.0
+    return signs
 
 
 def _project_out(Z, basis):

@@ -5,6 +5,8 @@ arrays, bad parameters, wrong `out`) is rejected here, before any nogil code
 runs, with a message that names the offending argument.
 """
 import numbers
+import os
+import re
 
 import numpy as np
 
@@ -135,6 +137,38 @@ def check_out(out, shape, dtype, inputs=()):
         if np.may_share_memory(out, a):
             raise ValueError("out must not share memory with the inputs")
     return out
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_memory_budget(budget):
+    """Bytes from None (no budget), a number of bytes, or a string such as "2GB" / "512 MiB"."""
+    if budget is None:
+        return None
+    if isinstance(budget, str):
+        match = re.fullmatch(r"\s*([0-9.]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", budget)
+        if match is None or match.group(2).lower() not in _UNITS:
+            raise ValueError(f"memory_budget must be a number of bytes or a string like "
+                             f"'2GB', got {budget!r}")
+        budget = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    budget = check_real(budget, "memory_budget", low=0.0, low_inclusive=False)
+    return int(budget)
+
+
+def memory_budget_bytes(memory_budget):
+    """Bytes an estimator may use: parse_memory_budget, with None meaning half the
+    available RAM."""
+    if memory_budget is not None:
+        return parse_memory_budget(memory_budget)
+    try:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    except ImportError:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return 0.5 * available
 
 
 def check_square(K, name="K"):

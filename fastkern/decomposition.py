@@ -19,9 +19,9 @@ from fastkern._eigen import block_eigsh
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._threads import limits_blas
 from fastkern._validation import (_all_finite, check_int, check_n_threads, check_real,
-                                  is_dask_array)
+                                  is_dask_array, memory_budget_bytes)
 from fastkern.centering import KernelCenterer
-from fastkern.kernel_ridge import gram_buffer, memory_budget_bytes, solve_shifted_in_place
+from fastkern.kernel_ridge import gram_buffer, solve_shifted_in_place
 
 __all__ = ["KernelPCA"]
 

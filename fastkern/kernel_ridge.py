@@ -10,7 +10,6 @@ three.
 ``KernelRidgeCV`` selects alpha by exact leave-one-out cross-validation from one
 eigendecomposition of the Gram matrix.
 """
-import os
 import warnings
 
 import numpy as np
@@ -20,7 +19,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._threads import limits_blas
-from fastkern._validation import check_n_threads, check_real
+from fastkern._validation import check_n_threads, memory_budget_bytes
 
 __all__ = ["KernelRidge", "KernelRidgeCV"]
 
@@ -28,26 +27,6 @@ __all__ = ["KernelRidge", "KernelRidgeCV"]
 # Cholesky-overwritten triangle, the diagonal of (K + alpha I)^-1): bounds
 # their temporaries to this many rows, O(n) memory.
 _BLOCK_ROWS = 64
-
-
-def memory_budget_bytes(memory_budget):
-    """Bytes an estimator may use; None means half of the available RAM.
-
-    Strings such as "2GB" are parsed as fastkern.large_n does.
-    """
-    if isinstance(memory_budget, str):
-        from fastkern.large_n import parse_memory_budget
-
-        return parse_memory_budget(memory_budget)
-    if memory_budget is not None:
-        return check_real(memory_budget, "memory_budget", low=0.0, low_inclusive=False)
-    try:
-        import psutil
-
-        available = psutil.virtual_memory().available
-    except ImportError:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return 0.5 * available
 
 
 def gram_buffer(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads, dtype):

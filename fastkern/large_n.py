@@ -41,7 +41,6 @@ Memory O(N m).
 """
 import logging
 import numbers
-import re
 import sys
 import time
 
@@ -51,35 +50,17 @@ import scipy.linalg
 from fastkern import _matfree
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._validation import (check_array_2d, check_n_threads, check_real, is_dask_array,
-                                  result_dtype)
+                                  parse_memory_budget, result_dtype)
+from fastkern._eigen import column_signs
 from fastkern._threads import blas_limit
-from fastkern.pairwise import DIRECT_MAX_FEATURES, KERNEL_PARAMS
+from fastkern.pairwise import KERNEL_CODES, KERNEL_PARAMS, uses_direct_path
 
 __all__ = ["fit_kernel_pca", "transform_kernel_pca", "KernelOperator", "parse_memory_budget"]
 
 logger = logging.getLogger("fastkern")
 
-_KIND = {"linear": 0, "poly": 1, "polynomial": 1, "rbf": 2, "laplacian": 3,
-         "sigmoid": 4, "exponential": 5}
-_RBF, _LAPLACIAN = 2, 3
 _TILE = _matfree.tile_size
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 _SOLVERS = ("matrix-free", "nystrom")
-
-
-def parse_memory_budget(budget):
-    """Bytes from None, a number of bytes, or a string such as "2GB" / "512 MiB"."""
-    if budget is None:
-        return None
-    if isinstance(budget, str):
-        match = re.fullmatch(r"\s*([0-9.]+(?:[eE][0-9]+)?)\s*([A-Za-z]*)\s*", budget)
-        if match is None or match.group(2).lower() not in _UNITS:
-            raise ValueError(f"memory_budget must be a number of bytes or a string like "
-                             f"'2GB', got {budget!r}")
-        budget = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    budget = check_real(budget, "memory_budget", low=0.0, low_inclusive=False)
-    return int(budget)
 
 
 class KernelOperator:
@@ -114,8 +95,7 @@ class KernelOperator:
 
     def _setup_tiles(self, spec):
         X = self.X
-        self.direct = spec["kind"] == _LAPLACIAN or (
-            spec["kind"] == _RBF and X.shape[1] <= DIRECT_MAX_FEATURES)
+        self.direct = uses_direct_path(spec["kind"], X.shape[1])
         per_thread = _TILE * _TILE * (X.itemsize + (8 if X.dtype == np.float32 else 0))
         if self.budget is not None:
             if self.budget < per_thread:
@@ -125,7 +105,7 @@ class KernelOperator:
             # Fewer threads rather than more memory than the caller allowed.
             self.n_threads = max(1, min(self.n_threads, self.budget // per_thread))
         self.Xt = np.ascontiguousarray(X.T) if self.direct else X
-        rbf_blas = spec["kind"] == _RBF and not self.direct
+        rbf_blas = spec["kind"] == KERNEL_CODES["rbf"] and not self.direct
         self.xn = _matfree.sq_norms(X, self.n_threads) if rbf_blas else np.empty(0)
         self.tiles = np.empty((self.n_threads, _TILE * _TILE), dtype=X.dtype)
         self.dtiles = np.empty((self.n_threads, _TILE * _TILE) if X.dtype == np.float32
@@ -174,7 +154,7 @@ def _cython_spec(kernel, gamma, degree, coef0, kernel_params, n_features):
 
     if isinstance(kernel, _Base):
         name, params = kernel._metric, dict(kernel._params())
-    elif isinstance(kernel, str) and kernel in _KIND:
+    elif isinstance(kernel, str) and kernel in KERNEL_CODES:
         name = kernel
         params = {"gamma": gamma, "degree": degree, "coef0": coef0}
         params.update(kernel_params or {})
@@ -183,7 +163,7 @@ def _cython_spec(kernel, gamma, degree, coef0, kernel_params, n_features):
         return None
     g = params.get("gamma")
     return {
-        "kind": _KIND[name],
+        "kind": KERNEL_CODES[name],
         "gamma": 1.0 / n_features if g is None else check_real(g, "gamma", low=0.0),
         "degree": check_real(params.get("degree", 3), "degree", low=1.0),
         "coef0": check_real(params.get("coef0", 1), "coef0"),
@@ -236,14 +216,6 @@ def _check_n_components(est, n, upper, solver):
     return int(k)
 
 
-def _flip_signs(U):
-    """Make the largest-magnitude entry of each column positive (sklearn's svd_flip)."""
-    rows = np.argmax(np.abs(U), axis=0)
-    signs = np.sign(U[rows, np.arange(U.shape[1])])
-    signs[signs == 0] = 1.0
-    return signs
-
-
 def _finish(est, eigenvalues, eigenvectors):
     """Order, clip and sign-fix as scikit-learn's KernelPCA; returns the order and signs."""
     from sklearn.utils.validation import _check_psd_eigenvalues
@@ -252,7 +224,7 @@ def _finish(est, eigenvalues, eigenvectors):
     order = np.argsort(eigenvalues)[::-1]
     eigenvalues = _check_psd_eigenvalues(eigenvalues[order], enable_warnings=False)
     eigenvectors = eigenvectors[:, order]
-    signs = _flip_signs(eigenvectors)
+    signs = column_signs(eigenvectors)
     eigenvectors = eigenvectors * signs
     if getattr(est, "remove_zero_eig", False):
         keep = eigenvalues > 0

@@ -27,10 +27,18 @@ __all__ = [
 
 # Kernel codes shared with _gram.pxd.
 _LINEAR, _POLY, _RBF, _LAPLACIAN, _SIGMOID, _EXPONENTIAL = range(6)
+#: String kernel names -> the codes of the compiled tile loops.
+KERNEL_CODES = {"linear": _LINEAR, "poly": _POLY, "polynomial": _POLY, "rbf": _RBF,
+                "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID, "exponential": _EXPONENTIAL}
 
 # Up to this many features the fused distance loop beats a gemm on the tile
 # for RBF (measured on the 2-core dev machine: d=16 direct is faster, d=64 BLAS).
 DIRECT_MAX_FEATURES = 32
+
+def uses_direct_path(kind, n_features):
+    """Whether a kernel code is computed by the fused distance loop rather than BLAS."""
+    return kind == _LAPLACIAN or (kind == _RBF and n_features <= DIRECT_MAX_FEATURES)
+
 
 def _gamma(gamma, n_features):
     if gamma is None:
@@ -44,7 +52,7 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, out, n_threads, pa
     path: None chooses; "direct" or "blas" force a path (tests exercise both).
     """
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
-    direct = kind == _LAPLACIAN or (kind == _RBF and _features(X) <= DIRECT_MAX_FEATURES)
+    direct = uses_direct_path(kind, _features(X))
     if path is not None:
         if path not in ("direct", "blas"):
             raise ValueError(f"path must be None, 'direct' or 'blas', got {path!r}")

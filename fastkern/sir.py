@@ -21,6 +21,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from fastkern._eigen import column_signs
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real
@@ -101,15 +102,6 @@ def _n_identifiable(lam, norm2, n_slices):
     return int(np.argmin(ok)) if not ok.all() else ok.size
 
 
-def _flip_signs(coef):
-    """Make the largest-magnitude entry of each column positive (deterministic output)."""
-    rows = np.argmax(np.abs(coef), axis=0)
-    signs = np.sign(coef[rows, np.arange(coef.shape[1])])
-    signs[signs == 0] = 1.0
-    coef *= signs
-    return coef
-
-
 class SlicedInverseRegression(TransformerMixin, BaseEstimator):
     """Linear sliced inverse regression (Li, 1991).
 
@@ -182,7 +174,7 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
             B = np.hstack([B, U[:, ~keep]])[:, :k]
             lam = np.concatenate([lam, np.zeros(p - keep.sum())])[:k]
         B /= np.linalg.norm(B, axis=0)
-        self.directions_ = _flip_signs(B)
+        self.directions_ = B * column_signs(B)
         self.eigenvalues_ = np.clip(lam, 0.0, 1.0)
         self.n_slices_ = int(counts.size)
         return self
@@ -364,7 +356,7 @@ class KernelSIR(TransformerMixin, BaseEstimator):
             )
             coef[:, rank:] = 0.0
             lam[rank:] = 0.0
-        self.dual_coef_ = _flip_signs(coef)
+        self.dual_coef_ = coef * column_signs(coef)
         self.eigenvalues_ = np.clip(lam, 0.0, 1.0)
         self.K_fit_rows_ = col_means
         self.basis_indices_ = basis
