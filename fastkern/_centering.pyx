@@ -7,13 +7,17 @@ Test:   K[i,j] += t - r[i] - c[j] with r the row means of the cross-Gram itself
 
 One read pass for the means (float64 accumulation over fixed column blocks,
 so the result does not depend on the thread count; n^2/512 doubles of
-scratch, 0.2% of the matrix), one read-write pass for the update.
+scratch, 0.2% of the matrix), one read-write pass for the update.  Both
+passes run in time-bounded batches (fastkern._batches) so Ctrl-C stops them
+within a fraction of a second; an interrupted in-place centering leaves K
+partly centred.
 """
 from cython.parallel cimport prange
 from cython cimport floating
 
 import numpy as np
 
+from fastkern._batches cimport Batches
 
 
 cdef enum:
@@ -23,18 +27,19 @@ cdef enum:
     COL_BLOCK = 512
 
 
-cdef void _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r,
-                        double *colsum, double *partial, int n_threads) noexcept nogil:
-    """r[i] = sum_j K[i,j]; colsum[j] = sum_i K[i,j].
+cdef void _col_block_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *colsum,
+                          double *partial, Py_ssize_t b0, Py_ssize_t b1,
+                          int n_threads) noexcept nogil:
+    """Column sums, and the partial row sums of each column block, for blocks b0..b1-1.
 
     Work is split into fixed blocks of COL_BLOCK columns, each summed over the
     rows in order, and the partial row sums (partial: nblocks x n scratch) are
-    added in block order, so the result is bit-identical for any thread count.
+    added in block order by _add_partials, so the result is bit-identical for
+    any thread count.
     """
-    cdef Py_ssize_t nb = (m + COL_BLOCK - 1) // COL_BLOCK
     cdef Py_ssize_t b, i, j, j0, j1
     cdef double s
-    for b in prange(nb, num_threads=n_threads, schedule='dynamic'):
+    for b in prange(b0, b1, num_threads=n_threads, schedule='dynamic'):
         j0 = b * COL_BLOCK
         j1 = min(j0 + COL_BLOCK, m)
         for j in range(j0, j1):
@@ -45,6 +50,12 @@ cdef void _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r
                 s = s + K[i * m + j]
                 colsum[j] = colsum[j] + K[i * m + j]
             partial[b * n + i] = s
+
+
+cdef void _add_partials(const double *partial, Py_ssize_t n, Py_ssize_t nb, double *r,
+                        int n_threads) noexcept nogil:
+    cdef Py_ssize_t b, i
+    cdef double s
     for i in prange(n, num_threads=n_threads, schedule='static'):
         s = 0.0
         for b in range(nb):
@@ -52,14 +63,39 @@ cdef void _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r
         r[i] = s
 
 
-cdef void _update(floating *K, Py_ssize_t n, Py_ssize_t m, const double *r,
-                  const double *c, double t, int n_threads) noexcept nogil:
+cdef _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r,
+                   double *colsum, double *partial, int n_threads):
+    """r[i] = sum_j K[i,j]; colsum[j] = sum_i K[i,j], in time-bounded batches of column blocks."""
+    cdef Py_ssize_t nb = (m + COL_BLOCK - 1) // COL_BLOCK
+    cdef Batches batches = Batches(nb, n_threads)
+    while batches.next():
+        with nogil:
+            _col_block_sums(K, n, m, colsum, partial, batches.start, batches.stop, n_threads)
+    with nogil:
+        _add_partials(partial, n, nb, r, n_threads)
+
+
+cdef void _update_rows(floating *K, Py_ssize_t m, const double *r, const double *c,
+                       double t, Py_ssize_t i0, Py_ssize_t i1, int n_threads) noexcept nogil:
     cdef Py_ssize_t i, j
     cdef double a
-    for i in prange(n, num_threads=n_threads, schedule='static'):
+    for i in prange(i0, i1, num_threads=n_threads, schedule='static'):
         a = t - r[i]
         for j in range(m):
             K[i * m + j] = <floating> (K[i * m + j] + (a - c[j]))
+
+
+cdef _update(floating *K, Py_ssize_t n, Py_ssize_t m, const double *r, const double *c,
+             double t, int n_threads):
+    """K[i,j] += t - r[i] - c[j], in time-bounded batches of rows.
+
+    Interrupted (KeyboardInterrupt between batches), K is left with its first
+    rows centred and the others untouched.
+    """
+    cdef Batches batches = Batches(n, n_threads)
+    while batches.next():
+        with nogil:
+            _update_rows(K, m, r, c, t, batches.start, batches.stop, n_threads)
 
 
 def center_train(floating[:, ::1] K, int n_threads):
@@ -70,14 +106,13 @@ def center_train(floating[:, ::1] K, int n_threads):
     cdef double[::1] partial = np.empty(n * ((n + COL_BLOCK - 1) // COL_BLOCK))
     cdef double t = 0.0
     cdef Py_ssize_t i
-    with nogil:
-        _row_col_sums(&K[0, 0], n, n, &r[0], &c[0], &partial[0], n_threads)
-        for i in range(n):
-            r[i] /= n
-            c[i] /= n
-            t += c[i]
-        t /= n
-        _update(&K[0, 0], n, n, &r[0], &c[0], t, n_threads)
+    _row_col_sums(&K[0, 0], n, n, &r[0], &c[0], &partial[0], n_threads)
+    for i in range(n):
+        r[i] /= n
+        c[i] /= n
+        t += c[i]
+    t /= n
+    _update(&K[0, 0], n, n, &r[0], &c[0], t, n_threads)
     return np.asarray(c), t
 
 
@@ -87,13 +122,16 @@ def center_test(floating[:, ::1] K, const double[::1] fit_col_means, double fit_
     cdef Py_ssize_t n = K.shape[0], m = K.shape[1], i, j
     cdef double[::1] r = np.empty(n)
     cdef double s
-    with nogil:
-        for i in prange(n, num_threads=n_threads, schedule='static'):
-            s = 0.0
-            for j in range(m):
-                s = s + K[i, j]
-            r[i] = s / m
-        _update(&K[0, 0], n, m, &r[0], &fit_col_means[0], fit_mean, n_threads)
+    cdef Batches batches = Batches(n, n_threads)
+    while batches.next():
+        with nogil:
+            for i in prange(batches.start, batches.stop, num_threads=n_threads,
+                            schedule='static'):
+                s = 0.0
+                for j in range(m):
+                    s = s + K[i, j]
+                r[i] = s / m
+    _update(&K[0, 0], n, m, &r[0], &fit_col_means[0], fit_mean, n_threads)
 
 
 def column_means(const floating[:, ::1] K, int n_threads):
@@ -102,8 +140,7 @@ def column_means(const floating[:, ::1] K, int n_threads):
     cdef double[::1] r = np.empty(n)
     cdef double[::1] c = np.empty(m)
     cdef double[::1] partial = np.empty(n * ((m + COL_BLOCK - 1) // COL_BLOCK))
-    with nogil:
-        _row_col_sums(&K[0, 0], n, m, &r[0], &c[0], &partial[0], n_threads)
-        for j in range(m):
-            c[j] /= n
+    _row_col_sums(&K[0, 0], n, m, &r[0], &c[0], &partial[0], n_threads)
+    for j in range(m):
+        c[j] /= n
     return np.asarray(c), float(np.mean(c))

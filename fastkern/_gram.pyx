@@ -31,6 +31,7 @@ cdef extern from "fk_stream.h" nogil:
                           Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
     void fk_store_fence()
 
+from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
@@ -46,6 +47,14 @@ cdef enum:
     DTILE = 128
     # Mirror in 32 x 32 blocks so both the read rows and the written columns stay in L1.
     MIRROR_BLOCK = 32
+    # Ctrl-C is seen between batches of whole tiles, so one tile must stay
+    # short: wide data gets narrower tiles, tile^2 * d <= MAX_TILE_WORK (about
+    # 20 ms of one core for either path, measured on the 2-core dev machine).
+    # BLAS tiles stay >= MIN_BLAS_TILE: a narrower gemm reads X faster than it
+    # computes (arithmetic intensity tile / 8 flops per byte).
+    MAX_TILE_WORK = 256 * 256 * 512
+    MIN_BLAS_TILE = 128
+    MIN_DIRECT_TILE = 32
 
 
 cdef inline void _gemm_nt(const floating *A, const floating *B, floating *C,
@@ -199,6 +208,35 @@ cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ss
         fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
 
 
+def transposed(const floating[:, ::1] Y, int n_threads):
+    """Y.T as a new C-contiguous array, for the direct path's column-major reads.
+
+    Copied in MIRROR_BLOCK x MIRROR_BLOCK blocks, so that the strided reads of
+    a block stay in L1 (numpy's Y.T copy walks all of Y per output row: 4x
+    slower at 3000 x 8192), by all threads, in batches (fastkern._batches) so
+    Ctrl-C is seen during a large copy too.
+    """
+    cdef Py_ssize_t m = Y.shape[0], d = Y.shape[1]
+    cdef Py_ssize_t nb = (m + MIRROR_BLOCK - 1) // MIRROR_BLOCK, b, i, i0, i1, k, k0, k1
+    cdef Py_ssize_t nkb = (d + MIRROR_BLOCK - 1) // MIRROR_BLOCK, kb
+    Yt = np.empty((d, m), dtype=np.float64 if floating is double else np.float32)
+    cdef floating[:, ::1] T = Yt
+    cdef Batches batches = Batches(nb, n_threads)
+    while batches.next():
+        with nogil:
+            for b in prange(batches.start, batches.stop, num_threads=n_threads,
+                            schedule='static'):
+                i0 = b * MIRROR_BLOCK
+                i1 = min(i0 + MIRROR_BLOCK, m)
+                for kb in range(nkb):
+                    k0 = kb * MIRROR_BLOCK
+                    k1 = min(k0 + MIRROR_BLOCK, d)
+                    for k in range(k0, k1):
+                        for i in range(i0, i1):
+                            T[k, i] = Y[i, k]
+    return Yt
+
+
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
          bint direct, int n_threads):
@@ -210,6 +248,9 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
     # half as many tiles (measured: float32 1.6x -> 1.9x faster than float64).
     cdef Py_ssize_t tile = (DTILE * (2 if floating is float else 1)) if direct else BTILE
+    cdef Py_ssize_t min_tile = MIN_DIRECT_TILE if direct else MIN_BLAS_TILE
+    while tile > min_tile and tile * tile * d > MAX_TILE_WORK:
+        tile //= 2
     cdef Py_ssize_t nbi = (n + tile - 1) // tile, nbj = (m + tile - 1) // tile
     cdef Py_ssize_t ntiles, t, I, J, i0, j0, bi, bj
     cdef int tid
@@ -218,7 +259,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
 
     dtype = np.float64 if floating is double else np.float32
-    cdef const floating[:, ::1] Yt = np.ascontiguousarray(Y.T) if direct else Y
+    cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y
     cdef double[::1] xn = np.zeros(n if kind == K_RBF and not direct else 0)
     cdef double[::1] yn = xn if symmetric else np.zeros(m if kind == K_RBF and not direct else 0)
     cdef double *xn_p = &xn[0] if xn.shape[0] else NULL
@@ -243,12 +284,16 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
             row_sq_norms(Xp, n, d, xn_p, n_threads)
             if not symmetric:
                 row_sq_norms(Yp, m, d, yn_p, n_threads)
-        with parallel(num_threads=n_threads):
+    # Tiles run in time-bounded batches, each one parallel region, so Ctrl-C
+    # is seen between them (fastkern._batches).
+    cdef Batches batches = Batches(ntiles, n_threads)
+    while batches.next():
+        with nogil, parallel(num_threads=n_threads):
             tid = omp_get_thread_num()
             tbuf = &bufs[tid, 0, 0]
             tscr = &bufs[tid, 1, 0]
             # dynamic: diagonal tiles of the direct path do half the work of the others.
-            for t in prange(ntiles, schedule='dynamic'):
+            for t in prange(batches.start, batches.stop, schedule='dynamic'):
                 I = ti[t]
                 J = tj[t]
                 i0 = I * tile

@@ -23,6 +23,7 @@ from scipy.linalg.cython_blas cimport dgemm
 import numpy as np
 
 from fastkern._gram cimport KernelSpec, gram_tile, make_spec, row_sq_norms, K_RBF
+from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 
 cdef enum:
@@ -36,11 +37,15 @@ tile_size = TILE
 cdef void _block_product(const floating *X, const floating *Z, const floating *Zt,
                          Py_ssize_t m, Py_ssize_t d, const double *xn, const double *zn,
                          const double *V, int b, double *out,
-                         Py_ssize_t i0, Py_ssize_t bi, const KernelSpec *spec,
-                         bint symmetric, floating *tile, double *dtile) noexcept nogil:
-    """out[i0:i0+bi] = K(X[i0:i0+bi], Z) @ V, or the row sums of K when V is NULL.
+                         Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1,
+                         const KernelSpec *spec, bint symmetric, floating *tile,
+                         double *dtile) noexcept nogil:
+    """out[i0:i0+bi] (+)= K(X[i0:i0+bi], Z[c0:c1]) @ V[c0:c1], or the row sums of K when V is NULL.
 
-    out is row-major with b columns (one column for row sums).
+    out is row-major with b columns (one column for row sums); the column
+    range starting at 0 overwrites out, later ranges add to it, so calling
+    it on consecutive column ranges gives the whole product, summed in the
+    same order whatever the ranges.
     """
     cdef Py_ssize_t j0, bj, i, j
     cdef bint diag
@@ -49,9 +54,9 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
     cdef double one = 1.0, beta
     cdef char tn = b'N'
     cdef int ib = <int> bi, jb, ldt = TILE
-    j0 = 0
-    while j0 < m:
-        bj = min(<Py_ssize_t> TILE, m - j0)
+    j0 = c0
+    while j0 < c1:
+        bj = min(<Py_ssize_t> TILE, c1 - j0)
         # The BLAS path with diag sets the RBF diagonal to exactly 1 (as the
         # dense Gram).  The direct path computes distances of identical rows
         # as exactly 0 anyway, and with diag it would fill only j >= i.
@@ -107,7 +112,8 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     only used for float32 data).
     """
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
-    cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi
+    cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi, r0, r1, c0, c1
+    cdef Py_ssize_t ncols = (m + TILE - 1) // TILE, group
     cdef int b = <int> V.shape[1], tid
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
@@ -120,15 +126,30 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef floating *tp = &tiles[0, 0]
     cdef double *dtp = &dtiles[0, 0]
     cdef Py_ssize_t dld = dtiles.shape[1]
+    cdef Batches batches
     if tiles.shape[0] < n_threads or tiles.shape[1] < TILE * TILE:
         raise ValueError("scratch tiles too small for n_threads")
     if b == 0:
         b = 1
-    with nogil:
-        for t in prange(nblocks, num_threads=n_threads, schedule='dynamic'):
-            tid = omp_get_thread_num()
-            i0 = t * TILE
-            bi = min(<Py_ssize_t> TILE, n - i0)
-            _block_product(Xp, Zp, Ztp, m, d, xn_p, zn_p, V_p, b, Op, i0, bi, &spec,
-                           symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
+    # One row block (TILE rows against all of Z) can take seconds at large m,
+    # so work runs in time-bounded batches (fastkern._batches: Ctrl-C is seen
+    # between them) of GROUP row blocks x a range of column tiles.  Each row
+    # block is owned by one thread within a batch and walks the column ranges
+    # in order, so the result is the same as one pass.  GROUP = 4 row blocks
+    # per thread keeps the threads balanced (equal-cost items, dynamic schedule).
+    group = min(nblocks, 4 * n_threads)
+    batches = Batches(0)
+    for r0 in range(0, nblocks, group):
+        r1 = min(nblocks, r0 + group)
+        batches = Batches(ncols, 1, batches.size)
+        while batches.next():
+            c0 = batches.start * TILE
+            c1 = min(m, batches.stop * TILE)
+            with nogil:
+                for t in prange(r0, r1, num_threads=n_threads, schedule='dynamic'):
+                    tid = omp_get_thread_num()
+                    i0 = t * TILE
+                    bi = min(<Py_ssize_t> TILE, n - i0)
+                    _block_product(Xp, Zp, Ztp, m, d, xn_p, zn_p, V_p, b, Op, i0, bi, c0, c1,
+                                   &spec, symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
     return np.asarray(out)

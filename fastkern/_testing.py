@@ -1,0 +1,39 @@
+"""Helpers shared by the tests and the benchmarks (not part of the public API)."""
+import signal
+import threading
+import time
+
+__all__ = ["time_to_interrupt"]
+
+
+def time_to_interrupt(fn, delay=0.3):
+    """Run fn(), send SIGINT to the main thread after `delay` seconds.
+
+    Returns the seconds from the signal to the KeyboardInterrupt, or None if
+    fn finished first (then any pending signal is absorbed here).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("time_to_interrupt must run in the main thread (signals go there)")
+    main = threading.get_ident()
+    state = {}
+
+    def fire():
+        state["fired"] = time.perf_counter()
+        signal.pthread_kill(main, signal.SIGINT)
+
+    timer = threading.Timer(delay, fire)
+    try:
+        timer.start()
+        fn()
+        state["done"] = True
+        timer.cancel()
+        timer.join(timeout=10)
+        if "fired" in state:
+            time.sleep(1.0)  # a signal that arrived after fn returned raises here
+        return None
+    except KeyboardInterrupt:
+        caught = time.perf_counter()
+        timer.join(timeout=10)
+        if state.get("done"):
+            return None
+        return caught - state["fired"]

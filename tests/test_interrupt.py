@@ -1,0 +1,202 @@
+"""Ctrl-C stops Gram, centering and matrix-free passes between batches of work.
+
+Each test sends SIGINT to this process from a timer thread while a compiled
+loop runs, and checks that KeyboardInterrupt comes out of the call soon after
+(the work would otherwise take many seconds), that nothing is left behind
+(threads, memory) and that the next call gives the right answer.  The 0.2 s
+latency target is asserted in benchmarks/bench_interrupt.py; here the bound
+is loose (LATENCY) so a loaded machine cannot make the test flaky, yet
+today's code without batches fails it by seconds.
+"""
+import gc
+import signal
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+from sklearn.metrics import pairwise as skp
+
+import fastkern
+from fastkern import _batches
+from fastkern._testing import time_to_interrupt
+from fastkern.large_n import KernelOperator
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill"),
+                                reason="needs POSIX signals")
+
+# Seconds from SIGINT to KeyboardInterrupt that a test accepts.
+LATENCY = 1.0
+
+def test_helper_returns_none_when_the_work_ends_first():
+    assert time_to_interrupt(lambda: None, delay=0.05) is None
+    assert time_to_interrupt(lambda: time.sleep(0.01), delay=0.5) is None
+
+
+def _wide(n, d, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal(size=(n, d), dtype=dtype)
+
+
+@pytest.mark.parametrize("case", ["laplacian-direct", "rbf-blas-64", "rbf-blas-32",
+                                  "rbf-direct-cross", "linear-out"])
+def test_gram_stops_on_ctrl_c(case):
+    # Each call takes several seconds on 2 cores if it runs to the end.
+    if case == "laplacian-direct":
+        X = _wide(3000, 8192, np.float64)
+        call = lambda: fastkern.laplacian_kernel(X, gamma=1e-4)  # noqa: E731
+    elif case == "rbf-blas-64":
+        X = _wide(3000, 16384, np.float64)
+        call = lambda: fastkern.rbf_kernel(X, gamma=1e-5)  # noqa: E731
+    elif case == "rbf-blas-32":
+        X = _wide(3000, 32768, np.float32)
+        call = lambda: fastkern.rbf_kernel(X, gamma=1e-5)  # noqa: E731
+    elif case == "rbf-direct-cross":
+        X, Y = _wide(30000, 32, np.float32), _wide(8000, 32, np.float32, 1)
+        call = lambda: fastkern.rbf_kernel(X, Y, path="direct", n_threads=1)  # noqa: E731
+    else:
+        X = _wide(3000, 16384, np.float64)
+        out = np.empty((3000, 3000))
+        call = lambda: fastkern.linear_kernel(X, out=out)  # noqa: E731
+    threads = threading.active_count()
+    latency = time_to_interrupt(call)
+    assert latency is not None, "the Gram finished before Ctrl-C: make the case larger"
+    assert latency < LATENCY
+    assert threading.active_count() == threads
+
+
+def test_gram_is_right_after_an_interrupt_and_leaks_nothing():
+    X = _wide(3000, 8192, np.float64)
+    small = _wide(300, 40, np.float32)
+    expected = skp.rbf_kernel(small.astype(np.float64), gamma=0.05)
+    # A first interrupted call warms up the allocator; the second is measured.
+    time_to_interrupt(lambda: fastkern.laplacian_kernel(X, gamma=1e-4))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert time_to_interrupt(lambda: fastkern.laplacian_kernel(X, gamma=1e-4)) is not None
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # The 72 MB Gram and every scratch buffer are released with the exception.
+    assert after - before < 1_000_000
+    np.testing.assert_allclose(fastkern.rbf_kernel(small, gamma=0.05), expected,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_matrix_free_product_stops_on_ctrl_c():
+    X = _wide(60000, 16, np.float64)
+    op = KernelOperator(X, kernel="rbf", gamma=0.1)
+    V = np.ones((X.shape[0], 8))
+    latency = time_to_interrupt(lambda: op.matmat(V))
+    assert latency is not None and latency < LATENCY
+    # The operator still works: its product matches a dense reference.
+    Xs = X[:700]
+    small = KernelOperator(Xs, kernel="rbf", gamma=0.1)
+    Vs = np.random.default_rng(2).normal(size=(700, 3))
+    np.testing.assert_allclose(small.matmat(Vs), skp.rbf_kernel(Xs, gamma=0.1) @ Vs,
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_batched_matrix_free_product_equals_one_pass(n_threads, monkeypatch):
+    """Column ranges of any length give the product of one pass, bit for bit."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1030, 40))
+    V = rng.normal(size=(1030, 5))
+    op = KernelOperator(X, kernel="rbf", gamma=0.02, n_threads=n_threads)
+    reference = op.matmat(V)
+    sums = op.row_sums()
+    # A tiny target makes every batch one column tile after the first.
+    monkeypatch.setattr(_batches, "TARGET", 1e-9)
+    np.testing.assert_array_equal(op.matmat(V), reference)
+    np.testing.assert_array_equal(op.row_sums(), sums)
+    K = skp.rbf_kernel(X, gamma=0.02)
+    np.testing.assert_allclose(reference, K @ V, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sums, K.sum(axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_gram_and_centering_do_not_depend_on_batches(dtype, monkeypatch):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(777, 9)).astype(dtype)
+    Xw = rng.normal(size=(600, 70)).astype(dtype)
+    K, Kw = fastkern.rbf_kernel(X), fastkern.rbf_kernel(Xw, Xw[:333])
+    C = fastkern.center_gram(K.copy())
+    monkeypatch.setattr(_batches, "TARGET", 1e-9)
+    np.testing.assert_array_equal(fastkern.rbf_kernel(X), K)
+    np.testing.assert_array_equal(fastkern.rbf_kernel(Xw, Xw[:333]), Kw)
+    np.testing.assert_array_equal(fastkern.center_gram(K.copy()), C)
+
+
+def test_centering_stops_on_ctrl_c():
+    n = 16000
+    K = np.ones((n, n), dtype=np.float32)
+    calls = {"n": 0}
+
+    def work():
+        # Centering is memory-bound (a pass over 1 GB is ~0.2 s), so it runs
+        # repeatedly; each call would take too long to finish unbatched only
+        # at sizes a test cannot allocate.
+        while True:
+            fastkern.center_gram(K)
+            calls["n"] += 1
+
+    latency = time_to_interrupt(work, delay=0.5)
+    assert latency is not None and latency < LATENCY
+    # A centred all-ones matrix is 0; an interrupted pass leaves a prefix of
+    # the rows updated and the others as they were: every row is constant.
+    assert np.all(K == K[:, :1])
+
+
+def test_batches_cover_the_range_in_order():
+    b = _batches.Batches(1000, 3)
+    ranges = list(b.ranges())
+    assert ranges[0] == (0, 3)
+    assert [r[0] for r in ranges[1:]] == [r[1] for r in ranges[:-1]]
+    assert ranges[-1][1] == 1000
+    assert list(_batches.Batches(0, 2).ranges()) == []
+
+
+def test_batches_shrink_to_the_target():
+    b = _batches.Batches(10**9, 1, 1000, 1e-3)
+    sizes = []
+    for start, stop in b.ranges():
+        sizes.append(stop - start)
+        time.sleep(0.005)   # each batch "takes" 5 ms against a 1 ms target
+        if len(sizes) == 6:
+            break
+    assert sizes[0] == 1000 and sizes[-1] < 10
+
+
+def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
+    """A script interrupted inside a Gram exits by KeyboardInterrupt, no crash or hang."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "gram.py"
+    script.write_text(
+        "import numpy as np, fastkern, sys\n"
+        "X = np.random.default_rng(0).normal(size=(3000, 8192))\n"
+        "print('start', flush=True)\n"
+        "fastkern.laplacian_kernel(X, gamma=1e-4)\n"
+        "print('finished', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == "start"
+        time.sleep(0.5)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        elapsed = time.perf_counter() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert "finished" not in out
+    assert "KeyboardInterrupt" in err
+    assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
+    assert elapsed < 5.0
