@@ -33,7 +33,15 @@ gamma e K, so what matters is e relative to 1 / gamma, not to D.
   far more than float32 rounding of K when gamma |x - mu|^2 is not small
   (scikit-learn's float32 euclidean_distances upcasts to float64 for the
   same reason).  For float32 data the map reads the float64 tile, takes the
-  exp in float64 and rounds once to float32.
+  exp in float64 and rounds once to float32.  Centring cannot help rows that
+  are close to each other but far from the mean (near-duplicates in separate
+  clusters): where the expansion gives D < (|x - mu|^2 + |y - mu|^2) / 16,
+  the entry is recomputed from direct differences of the input rows in
+  float64.  Every other entry then has D's relative error below about
+  16 c eps64 (c a small multiple from the gemm's sums), so its K error is
+  below 16 c eps64 gamma D K <= 6 c eps64 whatever the data's offset or
+  clustering.  Independent rows have D ~ |x - mu|^2 + |y - mu|^2 and are
+  never recomputed; only near-duplicate pairs are, at O(d) each.
 * The direct path subtracts the raw coordinates, x_k - y_k, which is exact
   or correctly rounded whatever the offset (Sterbenz), so it needs no
   centring (centring would round x - mu to the data's precision and lose
