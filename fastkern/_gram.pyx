@@ -5,9 +5,7 @@ stays in cache:
 
 * BLAS path (wide data, and every inner-product kernel): one single-threaded
   gemm writes the tile of inner products into the buffer, then the kernel map
-  is applied row by row while the tile is hot.  RBF uses
-  ||x - y||^2 = ||x||^2 - 2 x.y + ||y||^2 with the norms in float64 and the
-  result clipped at 0.
+  is applied row by row while the tile is hot.
 * Direct path (narrow data, and Laplacian's L1 distance): a fused loop over
   features with Y transposed (features x rows) so the inner loop runs over
   contiguous columns and vectorises, followed by the vectorised exp.
@@ -16,9 +14,52 @@ The finished tile is written to K with streaming stores (src/fk_stream.h).
 When Y is X only tiles on and above the diagonal are computed; each is
 transposed in the cache and streamed to its mirror position, which makes K
 exactly symmetric and the RBF/Laplacian diagonal exactly 1.
+
+Accuracy
+--------
+An error e in a squared distance D changes exp(-gamma D) by about
+gamma e K, so what matters is e relative to 1 / gamma, not to D.
+
+* BLAS RBF forms D = |x|^2 + |y|^2 - 2 x.y, whose rounding error is about
+  eps (|x|^2 + |y|^2): with rows near a common offset c (|x|^2 ~ |c|^2 much
+  larger than D) that is catastrophic cancellation (float32, offset 100,
+  gamma 10: errors of 0.9 in K).  D is translation invariant, so both X and
+  Y are first centred by their common mean mu (computed in float64 over the
+  rows of X and Y together) and the expansion is applied to x - mu, y - mu:
+  the error becomes eps64 (|x - mu|^2 + |y - mu|^2), the spread of the data
+  instead of its offset.  The centred rows are float64 whatever the input
+  (``centred_rows``, O((n + m) d) memory, never n x m) and the tile's gemm is
+  a dgemm: a float32 gemm has an error of eps32 |x|^2 even on centred data,
+  far more than float32 rounding of K when gamma |x - mu|^2 is not small
+  (scikit-learn's float32 euclidean_distances upcasts to float64 for the
+  same reason).  For float32 data the map reads the float64 tile, takes the
+  exp in float64 and rounds once to float32.  Centring cannot help rows that
+  are close to each other but far from the mean (near-duplicates in separate
+  clusters): where the expansion gives D < (|x - mu|^2 + |y - mu|^2) / 16,
+  the entry is recomputed from direct differences of the input rows in
+  float64.  Every other entry then has D's relative error below about
+  16 c eps64 (c a small multiple from the gemm's sums), so its K error is
+  below 16 c eps64 gamma D K <= 6 c eps64 whatever the data's offset or
+  clustering.  Independent rows have D ~ |x - mu|^2 + |y - mu|^2 and are
+  never recomputed; only near-duplicate pairs are, at O(d) each.
+* The direct path subtracts the raw coordinates, x_k - y_k, which is exact
+  or correctly rounded whatever the offset (Sterbenz), so it needs no
+  centring (centring would round x - mu to the data's precision and lose
+  the difference of two near-duplicate rows far from the mean).  Its error
+  is in the sum over features: a sequential sum of d positive terms has a
+  relative error up to about d eps.  The features are therefore summed in
+  chunks (32 for float64, 16 for float32, in the data's precision) and the
+  chunk sums in float64; the squared norms of the centred rows likewise.
+* Inner-product kernels (linear, polynomial, sigmoid, exponential) are not
+  translation invariant: their gemm runs in the data's precision, as
+  scikit-learn's does, and has the same error.
+
+tests/test_accuracy.py holds every kernel and path to the error of
+scikit-learn against an exact (long double) reference, over offsets up to
+1e4, scales down to 1e-4, d up to 1024 and near-duplicate rows.
 """
 from cython.parallel cimport prange, parallel
-from libc.math cimport tanh, pow
+from libc.math cimport exp, tanh, pow
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
@@ -77,19 +118,13 @@ cdef inline void _gemm_nt(const floating *A, const floating *B, floating *C,
               &szero, C, &ldc)
 
 
-cdef inline void _map_dot_row(floating *g, Py_ssize_t n, const double *yn, double xn,
-                              const KernelSpec *spec) noexcept nogil:
+cdef inline void _map_dot_row(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
     """Turn a row segment of inner products into kernel values in place."""
     cdef Py_ssize_t j
     cdef int kind = spec.kind
     if kind == K_LINEAR:
         return
-    if kind == K_RBF:
-        if floating is double:
-            fk_rbf_dot_d(g, yn, xn, spec.gamma, n)
-        else:
-            fk_rbf_dot_f(g, yn, xn, spec.gamma, n)
-    elif kind == K_EXPONENTIAL:
+    if kind == K_EXPONENTIAL:
         if floating is double:
             fk_vexp_d(g, n, spec.gamma)
         else:
@@ -112,6 +147,19 @@ cdef inline void _map_dot_row(floating *g, Py_ssize_t n, const double *yn, doubl
                 g[j] = tanh(g[j])
 
 
+cdef inline double _sqdist(const floating *x, const floating *y, Py_ssize_t d) noexcept nogil:
+    """|x - y|^2 in float64, summed in chunks of 32 as the norms."""
+    cdef Py_ssize_t k, k0
+    cdef double s = 0.0, c, t
+    for k0 in range(0, d, 32):
+        c = 0.0
+        for k in range(k0, min(k0 + 32, d)):
+            t = (<double> x[k]) - y[k]
+            c = c + t * t
+        s = s + c
+    return s
+
+
 cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
                           bint direct) noexcept nogil:
     cdef KernelSpec spec
@@ -127,21 +175,25 @@ cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
 
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,
+                    const double *Xc, const double *Yc,
                     const double *xn, const double *yn,
-                    floating *out, Py_ssize_t ldo,
+                    floating *out, Py_ssize_t ldo, double *dtile,
                     Py_ssize_t bi, Py_ssize_t bj,
                     const KernelSpec *spec, bint diag) noexcept nogil:
     """Fill out[0:bi, 0:bj] (leading dimension ldo) with k(X[0:bi], Y[0:bj]).
 
     X and Y point at the first row of each block (row-major, d columns); Yt at
     column 0 of the block in Y transposed (leading dimension ldyt), used by the
-    direct path; xn/yn are the blocks' squared norms, used by BLAS RBF.  diag
-    says the two blocks are the same rows: then the RBF diagonal is set to
-    exactly 1, and the direct path computes only j >= i (the caller mirrors the
-    rest).
+    direct path.  BLAS RBF uses instead Xc/Yc, the same blocks centred in
+    float64 (see ``centred_rows``), and xn/yn, their squared norms; for float32
+    data its gemm writes into dtile (bi x bj doubles, leading dimension ldo).
+    Other paths take NULL for Xc, Yc, xn, yn and dtile.  diag says the two
+    blocks are the same rows: then the RBF diagonal is set to exactly 1, and
+    the direct path computes only j >= i (the caller mirrors the rest).
     """
-    cdef Py_ssize_t i, j0
+    cdef Py_ssize_t i, j, j0
     cdef floating *row
+    cdef double *G
     cdef double scale = -spec.gamma
     if spec.direct:
         for i in range(bi):
@@ -162,24 +214,66 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     fk_sqdist_row_f(X + i * d, Yt + j0, ldyt, d, bj - j0, row)
                     fk_vexp_f(row, bj - j0, <float> scale)
         return
+    if spec.kind == K_RBF:
+        # float64 gemm of the centred rows whatever the data's precision.
+        if floating is double:
+            G = out
+        else:
+            G = dtile
+        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+        for i in range(bi):
+            row = out + i * ldo
+            if floating is double:
+                fk_rbf_dot_d(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+            else:
+                fk_rbf_dot_f(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+            # Entries the map flagged (-1) as cancelled: direct differences.
+            for j in range(bj):
+                if row[j] < 0:
+                    row[j] = <floating> exp(-spec.gamma * _sqdist(X + i * d, Y + j * d, d))
+        if diag:
+            # The distance of a point to itself is 0, but the rounded
+            # |x|^2 - 2 x.x + |x|^2 need not be exactly 0.
+            for i in range(bi):
+                out[i * ldo + i] = 1
+        return
     _gemm_nt(X, Y, out, <int> bi, <int> bj, <int> d, <int> ldo)
     for i in range(bi):
-        _map_dot_row(out + i * ldo, bj, yn, xn[i] if xn != NULL else 0.0, spec)
-    if diag and spec.kind == K_RBF:
-        # The distance of a point to itself is 0, but the gemm's rounded x.x
-        # (float32, or cancellation at large norms) need not give exactly 0.
-        for i in range(bi):
-            out[i * ldo + i] = 1
+        _map_dot_row(out + i * ldo, bj, spec)
+
+
+def centred_rows(X, const double[::1] mean, int n_threads):
+    """(X - mean in float64, its squared row norms): what the BLAS RBF path needs."""
+    Xc = np.subtract(X, mean, dtype=np.float64)
+    cdef const double[:, ::1] xc = Xc
+    cdef double[::1] xn = np.empty(Xc.shape[0])
+    if Xc.shape[0]:
+        with nogil:
+            row_sq_norms(&xc[0, 0], xc.shape[0], xc.shape[1], &xn[0], n_threads)
+    return Xc, np.asarray(xn)
+
+
+def common_mean(X, Y=None):
+    """The mean of the rows of X and Y together, in float64."""
+    total = X.sum(axis=0, dtype=np.float64)
+    if Y is None:
+        return total / X.shape[0]
+    return (total + Y.sum(axis=0, dtype=np.float64)) / (X.shape[0] + Y.shape[0])
 
 
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
                        int n_threads) noexcept nogil:
-    cdef Py_ssize_t i, k
-    cdef double s
+    cdef Py_ssize_t i, k, k0
+    cdef double s, c
     for i in prange(n, num_threads=n_threads, schedule='static'):
+        # Chunks of 32 bound the rounding error of the sum as in the direct
+        # path's distances (a sequential sum's error grows with d).
         s = 0.0
-        for k in range(d):
-            s = s + (<double> X[i * d + k]) * X[i * d + k]
+        for k0 in range(0, d, 32):
+            c = 0.0
+            for k in range(k0, min(k0 + 32, d)):
+                c = c + (<double> X[i * d + k]) * X[i * d + k]
+            s = s + c
         xn[i] = s
 
 
@@ -260,10 +354,23 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y
-    cdef double[::1] xn = np.zeros(n if kind == K_RBF and not direct else 0)
-    cdef double[::1] yn = xn if symmetric else np.zeros(m if kind == K_RBF and not direct else 0)
-    cdef double *xn_p = &xn[0] if xn.shape[0] else NULL
-    cdef double *yn_p = &yn[0] if yn.shape[0] else NULL
+    cdef bint rbf_blas = kind == K_RBF and not direct
+    cdef const double[:, ::1] Xc = None
+    cdef const double[:, ::1] Yc = None
+    cdef const double[::1] xn = None
+    cdef const double[::1] yn = None
+    cdef const double *Xc_p = NULL
+    cdef const double *Yc_p = NULL
+    cdef const double *xn_p = NULL
+    cdef const double *yn_p = NULL
+    if rbf_blas:
+        mean = common_mean(np.asarray(X), None if symmetric else np.asarray(Y))
+        Xc, xn = centred_rows(np.asarray(X), mean, n_threads)
+        if symmetric:
+            Yc, yn = Xc, xn
+        else:
+            Yc, yn = centred_rows(np.asarray(Y), mean, n_threads)
+        Xc_p, Yc_p, xn_p, yn_p = &Xc[0, 0], &Yc[0, 0], &xn[0], &yn[0]
 
     # Tile list: the upper triangle of tiles when symmetric, all tiles otherwise.
     if symmetric:
@@ -278,12 +385,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef const floating *Ytp = &Yt[0, 0]
     cdef floating *Op = &out[0, 0]
     cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
+    # float32 BLAS RBF: the float64 gemm's tile, converted into bufs by the map.
+    cdef bint wide_tile = rbf_blas and floating is float
+    cdef double[:, ::1] dbufs = np.empty((n_threads if wide_tile else 1,
+                                          tile * tile if wide_tile else 1))
+    cdef double *dbuf
 
-    with nogil:
-        if xn_p != NULL:
-            row_sq_norms(Xp, n, d, xn_p, n_threads)
-            if not symmetric:
-                row_sq_norms(Yp, m, d, yn_p, n_threads)
     # Tiles run in time-bounded batches, each one parallel region, so Ctrl-C
     # is seen between them (fastkern._batches).
     cdef Batches batches = Batches(ntiles, n_threads)
@@ -292,6 +399,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
             tid = omp_get_thread_num()
             tbuf = &bufs[tid, 0, 0]
             tscr = &bufs[tid, 1, 0]
+            dbuf = &dbufs[tid, 0] if wide_tile else NULL
             # dynamic: diagonal tiles of the direct path do half the work of the others.
             for t in prange(batches.start, batches.stop, schedule='dynamic'):
                 I = ti[t]
@@ -304,9 +412,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                 # fused distance loop), mirrored there if it is diagonal, and
                 # streamed to K once per orientation.
                 gram_tile(Xp + i0 * d, Yp + j0 * d, Ytp + (j0 if direct else 0), m, d,
-                          xn_p + i0 if xn_p != NULL else NULL,
-                          yn_p + j0 if yn_p != NULL else NULL,
-                          tbuf, bj, bi, bj, &spec, symmetric and I == J)
+                          Xc_p + i0 * d if rbf_blas else NULL,
+                          Yc_p + j0 * d if rbf_blas else NULL,
+                          xn_p + i0 if rbf_blas else NULL,
+                          yn_p + j0 if rbf_blas else NULL,
+                          tbuf, bj, dbuf, bi, bj, &spec, symmetric and I == J)
                 if symmetric and I == J:
                     _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
                 _stream(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)

@@ -3,8 +3,10 @@ cdef extern from "fk_maps.h" nogil:
     int FK_MAX_SEG
     void fk_vexp_d(double *x, Py_ssize_t n, double scale)
     void fk_vexp_f(float *x, Py_ssize_t n, float scale)
-    void fk_rbf_dot_d(double *g, const double *yn, double xn, double gamma, Py_ssize_t n)
-    void fk_rbf_dot_f(float *g, const double *yn, double xn, double gamma, Py_ssize_t n)
+    void fk_rbf_dot_d(const double *g, double *out, const double *yn, double xn,
+                      double gamma, Py_ssize_t n)
+    void fk_rbf_dot_f(const double *g, float *out, const double *yn, double xn,
+                      double gamma, Py_ssize_t n)
     void fk_sqdist_row_d(const double *x, const double *yt, Py_ssize_t ld, Py_ssize_t d,
                          Py_ssize_t n, double *out)
     void fk_sqdist_row_f(const float *x, const float *yt, Py_ssize_t ld, Py_ssize_t d,

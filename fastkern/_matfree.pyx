@@ -7,7 +7,8 @@ Z[J] it builds the tile K(X[I], Z[J]) in its own buffer with ``gram_tile``
 (the same code, paths and kernel maps as ``fastkern._gram``), multiplies the
 tile into V[J] with a single-threaded dgemm (beta = 1 after the first tile)
 and reuses the buffer for the next tile.  Memory beyond the inputs and the
-output is one TILE x TILE buffer per thread.
+output is one TILE x TILE buffer per thread, plus, for RBF on the BLAS path,
+the rows centred in float64 (the accuracy method of ``fastkern._gram``).
 
 float32 data gives float32 tiles (the values the dense Gram would hold), which
 are widened to float64 before the gemm: V and the products are always float64
@@ -22,8 +23,8 @@ from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
 
-from fastkern._gram cimport KernelSpec, gram_tile, make_spec, row_sq_norms, K_RBF
 from fastkern._batches cimport Batches
+from fastkern._gram cimport KernelSpec, gram_tile, make_spec
 from fastkern._openmp cimport omp_get_thread_num
 
 cdef enum:
@@ -35,7 +36,8 @@ tile_size = TILE
 
 
 cdef void _block_product(const floating *X, const floating *Z, const floating *Zt,
-                         Py_ssize_t m, Py_ssize_t d, const double *xn, const double *zn,
+                         Py_ssize_t m, Py_ssize_t d, const double *Xc, const double *Zc,
+                         const double *xn, const double *zn,
                          const double *V, int b, double *out,
                          Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1,
                          const KernelSpec *spec, bint symmetric, floating *tile,
@@ -61,9 +63,12 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
         # dense Gram).  The direct path computes distances of identical rows
         # as exactly 0 anyway, and with diag it would fill only j >= i.
         diag = symmetric and j0 == i0 and not spec.direct
+        # dtile doubles as the float64 gemm tile of float32 BLAS RBF: the
+        # map has consumed it before the widening below overwrites it.
         gram_tile(X + i0 * d, Z + j0 * d, Zt + (j0 if spec.direct else 0), m, d,
+                  Xc + i0 * d if Xc != NULL else NULL, Zc + j0 * d if Zc != NULL else NULL,
                   xn + i0 if xn != NULL else NULL, zn + j0 if zn != NULL else NULL,
-                  tile, TILE, bi, bj, spec, diag)
+                  tile, TILE, dtile, bi, bj, spec, diag)
         if floating is double:
             T = tile
         else:
@@ -90,26 +95,20 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
         j0 += TILE
 
 
-def sq_norms(const floating[:, ::1] X, int n_threads):
-    """Squared row norms in float64 (what the BLAS RBF path needs)."""
-    cdef double[::1] xn = np.empty(X.shape[0])
-    with nogil:
-        row_sq_norms(&X[0, 0], X.shape[0], X.shape[1], &xn[0], n_threads)
-    return np.asarray(xn)
-
-
 def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
-                   const floating[:, ::1] Zt, const double[::1] xn, const double[::1] zn,
+                   const floating[:, ::1] Zt, const double[:, ::1] Xc,
+                   const double[:, ::1] Zc, const double[::1] xn, const double[::1] zn,
                    const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
                    double[:, ::1] dtiles, int kind, double gamma, double coef0,
                    double degree, bint direct, bint symmetric, int n_threads):
     """out = K(X, Z) @ V, or out[:, 0] = K(X, Z) @ 1 when V has no columns.
 
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
-    rows) for the direct path (any C-contiguous array otherwise); xn, zn are
-    squared row norms for the BLAS RBF path (empty otherwise); symmetric means
-    Z is X.  tiles / dtiles: one TILE*TILE scratch row per thread (dtiles is
-    only used for float32 data).
+    rows) for the direct path (any C-contiguous array otherwise); for the BLAS
+    RBF path Xc, Zc are X and Z centred by a common mean and xn, zn their
+    squared row norms (``fastkern._gram.centred_rows``; empty otherwise);
+    symmetric means Z is X.  tiles / dtiles: one TILE*TILE scratch row per
+    thread (dtiles is only used for float32 data).
     """
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
     cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi, r0, r1, c0, c1
@@ -118,6 +117,8 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
+    cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
+    cdef const double *Zc_p = &Zc[0, 0] if zn_p != NULL else NULL
     cdef const double *V_p = &V[0, 0] if b > 0 else NULL
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Zp = &Z[0, 0]
@@ -150,6 +151,6 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                     tid = omp_get_thread_num()
                     i0 = t * TILE
                     bi = min(<Py_ssize_t> TILE, n - i0)
-                    _block_product(Xp, Zp, Ztp, m, d, xn_p, zn_p, V_p, b, Op, i0, bi, c0, c1,
-                                   &spec, symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
+                    _block_product(Xp, Zp, Ztp, m, d, Xc_p, Zc_p, xn_p, zn_p, V_p, b, Op, i0, bi,
+                                   c0, c1, &spec, symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
     return np.asarray(out)

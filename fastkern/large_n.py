@@ -47,7 +47,7 @@ import time
 import numpy as np
 import scipy.linalg
 
-from fastkern import _matfree
+from fastkern import _gram, _matfree
 from fastkern._kernel_api import check_kernel_param, kernel_gram
 from fastkern._validation import (check_array_2d, check_n_threads, check_real, is_dask_array,
                                   parse_memory_budget, result_dtype)
@@ -105,8 +105,13 @@ class KernelOperator:
             # Fewer threads rather than more memory than the caller allowed.
             self.n_threads = max(1, min(self.n_threads, self.budget // per_thread))
         self.Xt = np.ascontiguousarray(X.T) if self.direct else X
-        rbf_blas = spec["kind"] == KERNEL_CODES["rbf"] and not self.direct
-        self.xn = _matfree.sq_norms(X, self.n_threads) if rbf_blas else np.empty(0)
+        # BLAS RBF works on rows centred in float64 (see fastkern._gram):
+        # O(N d) more memory, outside the tile budget.
+        self.mean = None
+        self.Xc, self.xn = np.empty((0, X.shape[1])), np.empty(0)
+        if spec["kind"] == KERNEL_CODES["rbf"] and not self.direct:
+            self.mean = _gram.common_mean(X)
+            self.Xc, self.xn = _gram.centred_rows(X, self.mean, self.n_threads)
         self.tiles = np.empty((self.n_threads, _TILE * _TILE), dtype=X.dtype)
         self.dtiles = np.empty((self.n_threads, _TILE * _TILE) if X.dtype == np.float32
                                else (1, 1))
@@ -129,11 +134,14 @@ class KernelOperator:
             return self._product_blocks(V, A, symmetric)
         spec = self.spec
         out = np.empty((A.shape[0], max(V.shape[1], 1)))
-        an = self.xn if symmetric or not self.xn.size else _matfree.sq_norms(A, self.n_threads)
+        Ac, an = self.Xc, self.xn
+        if self.mean is not None and not symmetric:
+            Ac, an = _gram.centred_rows(A, self.mean, self.n_threads)
         with blas_limit(1):
-            _matfree.kernel_product(A, self.X, self.Xt, an, self.xn, V, out, self.tiles,
-                                    self.dtiles, spec["kind"], spec["gamma"], spec["coef0"],
-                                    spec["degree"], self.direct, symmetric, self.n_threads)
+            _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, an, self.xn, V, out,
+                                    self.tiles, self.dtiles, spec["kind"], spec["gamma"],
+                                    spec["coef0"], spec["degree"], self.direct, symmetric,
+                                    self.n_threads)
         return out
 
     def _product_blocks(self, V, A, symmetric):

@@ -101,34 +101,64 @@ static inline __attribute__((always_inline)) float fk_exp1_f(float x)
 /* Distance rows in blocks of two 64-byte vectors of columns, accumulated in
  * registers across all features (the plain loop reloads and stores out[j] for
  * every feature; this is about 1.6x faster at d = 16).  GCC/clang vector
- * extensions are lowered to whatever width each target clone has.  The
- * summation order per element is the same as the scalar loop, so results are
- * bit-identical.  Returns the first column not done. */
+ * extensions are lowered to whatever width each target clone has.
+ *
+ * Accuracy: features are summed in chunks of FK_KCHUNK_S, each chunk in a
+ * fresh accumulator of type T, and the chunk sums are added in double.  The
+ * relative error of a sequential sum of d positive terms grows with d; chunking
+ * bounds it by the chunk length (see the module docstring of _gram.pyx).  With
+ * d <= FK_KCHUNK_S (the default RBF direct range, d <= 32, for float64) there is
+ * one chunk and no conversion.  Returns the first column not done. */
+#define FK_KCHUNK_d 32
+#define FK_KCHUNK_f 16
 #if defined(__GNUC__)
 #define FK_DEFINE_BLOCKS(T, S, IT)                                                  \
-typedef T fk_v_##S __attribute__((vector_size(64)));                               \
-typedef IT fk_vi_##S __attribute__((vector_size(64)));                             \
-enum { FK_LANES_##S = 64 / sizeof(T) };                                            \
+typedef T fk_v_##S __attribute__((vector_size(64)));                                \
+typedef IT fk_vi_##S __attribute__((vector_size(64)));                              \
+typedef double fk_vw_##S __attribute__((vector_size(64 / sizeof(T) * 8)));          \
+enum { FK_LANES_##S = 64 / sizeof(T) };                                             \
+static inline __attribute__((always_inline)) void                                   \
+fk_chunk_##S(const T *restrict x, const T *restrict yt, ptrdiff_t ld, ptrdiff_t k0, \
+             ptrdiff_t k1, ptrdiff_t j, int l1, fk_v_##S *a0, fk_v_##S *a1)         \
+{                                                                                   \
+    const fk_vi_##S absmask = ~((fk_vi_##S){0} + ((IT)1 << (8 * sizeof(T) - 1)));   \
+    fk_v_##S s0 = {0}, s1 = {0};                                                    \
+    for (ptrdiff_t k = k0; k < k1; k++) {                                           \
+        fk_v_##S y0, y1;                                                            \
+        memcpy(&y0, yt + k * ld + j, 64);                                           \
+        memcpy(&y1, yt + k * ld + j + FK_LANES_##S, 64);                            \
+        fk_v_##S d0 = x[k] - y0, d1 = x[k] - y1;                                    \
+        if (l1) {                                                                   \
+            s0 += (fk_v_##S)((fk_vi_##S)d0 & absmask);                              \
+            s1 += (fk_v_##S)((fk_vi_##S)d1 & absmask);                              \
+        } else {                                                                    \
+            s0 += d0 * d0;                                                          \
+            s1 += d1 * d1;                                                          \
+        }                                                                           \
+    }                                                                               \
+    *a0 = s0;                                                                       \
+    *a1 = s1;                                                                       \
+}                                                                                   \
 static inline __attribute__((always_inline)) ptrdiff_t                              \
 fk_blocks_##S(const T *restrict x, const T *restrict yt, ptrdiff_t ld, ptrdiff_t d, \
               ptrdiff_t n, T *restrict out, int l1)                                 \
 {                                                                                   \
-    const fk_vi_##S absmask = ~((fk_vi_##S){0} + ((IT)1 << (8 * sizeof(T) - 1)));   \
     ptrdiff_t j = 0;                                                                \
     for (; j + 2 * FK_LANES_##S <= n; j += 2 * FK_LANES_##S) {                      \
-        fk_v_##S a0 = {0}, a1 = {0};                                                \
-        for (ptrdiff_t k = 0; k < d; k++) {                                         \
-            fk_v_##S y0, y1;                                                        \
-            memcpy(&y0, yt + k * ld + j, 64);                                       \
-            memcpy(&y1, yt + k * ld + j + FK_LANES_##S, 64);                        \
-            fk_v_##S d0 = x[k] - y0, d1 = x[k] - y1;                                \
-            if (l1) {                                                               \
-                a0 += (fk_v_##S)((fk_vi_##S)d0 & absmask);                          \
-                a1 += (fk_v_##S)((fk_vi_##S)d1 & absmask);                          \
-            } else {                                                                \
-                a0 += d0 * d0;                                                      \
-                a1 += d1 * d1;                                                      \
+        fk_v_##S a0, a1;                                                            \
+        fk_chunk_##S(x, yt, ld, 0, d < FK_KCHUNK_##S ? d : FK_KCHUNK_##S, j, l1,    \
+                     &a0, &a1);                                                     \
+        if (d > FK_KCHUNK_##S) {                                                    \
+            fk_vw_##S w0 = __builtin_convertvector(a0, fk_vw_##S);                  \
+            fk_vw_##S w1 = __builtin_convertvector(a1, fk_vw_##S);                  \
+            for (ptrdiff_t k0 = FK_KCHUNK_##S; k0 < d; k0 += FK_KCHUNK_##S) {       \
+                ptrdiff_t k1 = k0 + FK_KCHUNK_##S < d ? k0 + FK_KCHUNK_##S : d;     \
+                fk_chunk_##S(x, yt, ld, k0, k1, j, l1, &a0, &a1);                   \
+                w0 += __builtin_convertvector(a0, fk_vw_##S);                       \
+                w1 += __builtin_convertvector(a1, fk_vw_##S);                       \
             }                                                                       \
+            a0 = __builtin_convertvector(w0, fk_v_##S);                             \
+            a1 = __builtin_convertvector(w1, fk_v_##S);                             \
         }                                                                           \
         memcpy(out + j, &a0, 64);                                                   \
         memcpy(out + j + FK_LANES_##S, &a1, 64);                                    \
@@ -148,6 +178,10 @@ FK_DEFINE_BLOCKS(float, f, int32_t)
 #define FK_L1DIST_BLOCKS_f(x, yt, ld, d, n, out) ((ptrdiff_t)0)
 #endif
 
+/* Squared distances below this fraction of |x|^2 + |y|^2 are recomputed
+ * directly by the BLAS RBF path (see the module docstring of _gram.pyx). */
+#define FK_RECOMPUTE (1.0 / 16)
+
 /* One definition per precision T (double/float), suffix S (d/f). */
 #define FK_DEFINE_MAPS(T, S)                                                        \
 /* x[j] = exp(scale * x[j]) */                                                      \
@@ -156,15 +190,20 @@ FK_CLONES static void fk_vexp_##S(T *restrict x, ptrdiff_t n, T scale)          
     for (ptrdiff_t j = 0; j < n; j++) x[j] = fk_exp1_##S(scale * x[j]);             \
 }                                                                                   \
                                                                                     \
-/* RBF from inner products g: exp(-gamma * max(|x|^2 + |y_j|^2 - 2 g_j, 0)).       \
-   The squared distance is formed in double whatever T is. */                       \
-FK_CLONES static void fk_rbf_dot_##S(T *restrict g, const double *restrict yn,     \
+/* RBF from float64 inner products g of centred rows:                               \
+   out[j] = exp(-gamma * max(|x|^2 + |y_j|^2 - 2 g_j, 0)), the exp in double and    \
+   rounded once to T.  Where the squared distance is below FK_RECOMPUTE times       \
+   |x|^2 + |y_j|^2 the expansion has cancelled most of its digits: out[j] is        \
+   set to -1 instead, for the caller to recompute directly.  out may be g           \
+   itself when T is double (no restrict). */                                        \
+FK_CLONES static void fk_rbf_dot_##S(const double *g, T *out, const double *restrict yn, \
                                      double xn, double gamma, ptrdiff_t n)          \
 {                                                                                   \
     for (ptrdiff_t j = 0; j < n; j++) {                                             \
-        double d2 = xn + yn[j] - 2.0 * (double)g[j];                                \
-        d2 = d2 > 0.0 ? d2 : 0.0;                                                   \
-        g[j] = fk_exp1_##S((T)(-gamma * d2));                                       \
+        double s = xn + yn[j];                                                      \
+        double d2 = s - 2.0 * g[j];                                                 \
+        T k = (T)fk_exp1_d(-gamma * (d2 > 0.0 ? d2 : 0.0));                         \
+        out[j] = d2 < FK_RECOMPUTE * s ? (T)-1 : k;                                 \
     }                                                                               \
 }                                                                                   \
                                                                                     \
@@ -174,10 +213,16 @@ FK_CLONES static void fk_sqdist_row_##S(const T *restrict x, const T *restrict y
                                         T *restrict out)                            \
 {                                                                                   \
     ptrdiff_t j = FK_SQDIST_BLOCKS_##S(x, yt, ld, d, n, out);                       \
+    /* The columns left over, in the same chunks as the blocks. */                  \
     for (; j < n; j++) {                                                            \
-        T a = 0;                                                                    \
-        for (ptrdiff_t k = 0; k < d; k++) { T df = x[k] - yt[k * ld + j]; a += df * df; } \
-        out[j] = a;                                                                 \
+        double a = 0;                                                               \
+        for (ptrdiff_t k0 = 0; k0 < d; k0 += FK_KCHUNK_##S) {                       \
+            ptrdiff_t k1 = k0 + FK_KCHUNK_##S < d ? k0 + FK_KCHUNK_##S : d;         \
+            T c = 0;                                                                \
+            for (ptrdiff_t k = k0; k < k1; k++) { T df = x[k] - yt[k * ld + j]; c += df * df; } \
+            a += c;                                                                 \
+        }                                                                           \
+        out[j] = (T)a;                                                              \
     }                                                                               \
 }                                                                                   \
                                                                                     \
@@ -188,12 +233,17 @@ FK_CLONES static void fk_l1dist_row_##S(const T *restrict x, const T *restrict y
 {                                                                                   \
     ptrdiff_t j = FK_L1DIST_BLOCKS_##S(x, yt, ld, d, n, out);                       \
     for (; j < n; j++) {                                                            \
-        T a = 0;                                                                    \
-        for (ptrdiff_t k = 0; k < d; k++) {                                         \
-            T df = x[k] - yt[k * ld + j];                                           \
-            a += df < 0 ? -df : df;                                                 \
+        double a = 0;                                                               \
+        for (ptrdiff_t k0 = 0; k0 < d; k0 += FK_KCHUNK_##S) {                       \
+            ptrdiff_t k1 = k0 + FK_KCHUNK_##S < d ? k0 + FK_KCHUNK_##S : d;         \
+            T c = 0;                                                                \
+            for (ptrdiff_t k = k0; k < k1; k++) {                                   \
+                T df = x[k] - yt[k * ld + j];                                       \
+                c += df < 0 ? -df : df;                                             \
+            }                                                                       \
+            a += c;                                                                 \
         }                                                                           \
-        out[j] = a;                                                                 \
+        out[j] = (T)a;                                                              \
     }                                                                               \
 }                                                                                   \
                                                                                     \
