@@ -171,6 +171,14 @@ def test_batches_shrink_to_the_target():
     assert sizes[0] == 1000 and sizes[-1] < 10
 
 
+def test_batches_grow_at_most_twofold():
+    b = _batches.Batches(10**9, 2)
+    sizes = [stop - start for _, (start, stop) in zip(range(8), b.ranges())]
+    assert sizes[0] == 2
+    assert all(s1 <= 2 * s0 for s0, s1 in zip(sizes, sizes[1:]))
+    assert sizes[-1] > sizes[0]
+
+
 def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     """A script interrupted inside a Gram exits by KeyboardInterrupt, no crash or hang."""
     import subprocess
