@@ -58,6 +58,7 @@ tests/test_accuracy.py holds every kernel and path to the error of
 scikit-learn against an exact (long double) reference, over offsets up to
 1e4, scales down to 1e-4, d up to 1024 and near-duplicate rows.
 """
+from cpython.exc cimport PyErr_CheckSignals
 from cython.parallel cimport prange, parallel
 from libc.math cimport exp, tanh, pow
 from libc.string cimport memset
@@ -243,22 +244,37 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
 
 
 def centred_rows(X, const double[::1] mean, int n_threads):
-    """(X - mean in float64, its squared row norms): what the BLAS RBF path needs."""
-    Xc = np.subtract(X, mean, dtype=np.float64)
-    cdef const double[:, ::1] xc = Xc
-    cdef double[::1] xn = np.empty(Xc.shape[0])
-    if Xc.shape[0]:
+    """(X - mean in float64, its squared row norms): what the BLAS RBF path needs.
+
+    Row blocks in time-bounded batches (fastkern._batches): at n x d of
+    hundreds of MB this O(n d) pass alone would hold off Ctrl-C for seconds.
+    """
+    Xc = np.empty(X.shape, dtype=np.float64)
+    cdef double[:, ::1] xc = Xc
+    cdef double[::1] xn = np.empty(X.shape[0])
+    cdef Batches batches = Batches(X.shape[0], 1)
+    while batches.next():
+        np.subtract(X[batches.start:batches.stop], mean, out=Xc[batches.start:batches.stop])
         with nogil:
-            row_sq_norms(&xc[0, 0], xc.shape[0], xc.shape[1], &xn[0], n_threads)
+            row_sq_norms(&xc[batches.start, 0], batches.stop - batches.start, xc.shape[1],
+                         &xn[batches.start], n_threads)
     return Xc, np.asarray(xn)
 
 
 def common_mean(X, Y=None):
-    """The mean of the rows of X and Y together, in float64."""
-    total = X.sum(axis=0, dtype=np.float64)
-    if Y is None:
-        return total / X.shape[0]
-    return (total + Y.sum(axis=0, dtype=np.float64)) / (X.shape[0] + Y.shape[0])
+    """The mean of the rows of X and Y together, in float64.
+
+    Summed in chunks of a fixed number of rows (about 4M values), in order,
+    so the result depends only on the data, and Ctrl-C is checked between
+    chunks.
+    """
+    total = np.zeros(X.shape[1])
+    cdef Py_ssize_t rows = max(1, (1 << 22) // max(1, X.shape[1])), start
+    for A in (X,) if Y is None else (X, Y):
+        for start in range(0, A.shape[0], rows):
+            PyErr_CheckSignals()
+            total += A[start:start + rows].sum(axis=0, dtype=np.float64)
+    return total / (X.shape[0] + (0 if Y is None else Y.shape[0]))
 
 
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
