@@ -39,8 +39,9 @@ def column_signs(U):
 
 
 def _project_out(Z, basis):
-    # Two passes of classical Gram-Schmidt ("twice is enough") keep the basis
-    # orthonormal to working precision even when Z is nearly inside it.
+    # Two passes of classical Gram-Schmidt leave Z orthogonal to the basis up
+    # to rounding relative to Z's original norm; normalising a column that
+    # was nearly inside the basis magnifies that rounding (_orthonormal_block).
     if basis is not None and basis.shape[1]:
         for _ in range(2):
             Z -= basis @ (basis.T @ Z)
@@ -108,22 +109,34 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     iteration does one Rayleigh-Ritz step on the current basis and, unless
     converged, adds one block: the Ritz residuals R = A Y - Y Theta of the top
     p Ritz vectors Y (Y lies in the basis, so R adds exactly the next
-    block-Krylov directions), orthogonalised against the whole basis twice
-    (full reorthogonalisation), then one ``matmat`` call reading A once.  When
-    the basis is full, the top p Ritz pairs and their products become its
-    first block (the thick restart).  Convergence is judged on the
-    true residual norms of the k wanted pairs; for float32 operators the
-    target is raised to what float32 products can deliver,
-    max(tol, 4 sqrt(n) eps32).  Memory: the basis V and A V, 2 n (m + 1) p
-    float64 values, preallocated once.  The small projected problems, the basis and
-    the Ritz vectors are float64 throughout.  When n is small (< 200) or not
-    much larger than the basis, A is formed by block products (an n x n
-    float64 array) and solved by LAPACK instead.
+    block-Krylov directions), orthogonalised against the whole basis by block
+    Gram-Schmidt repeated until no column loses more than half its norm in a
+    pass, then one ``matmat`` call reading A once.  Converged Ritz vectors
+    are soft-locked: they stay in the basis, but their residuals are replaced
+    in the next block by those of the next Ritz vectors.  When the basis is
+    full, the Ritz pairs whose residuals form the next block (the top p and
+    their replacements) and their products become its first columns (the
+    thick restart).  Convergence is judged on the true residual norms of the
+    k wanted pairs against tol times the largest |Ritz value| (so any scaling
+    of A takes the same steps); for float32 operators the target is raised to
+    what float32 products can deliver, max(tol, 4 sqrt(n) eps32).  Memory: the
+    basis V and A V, 2 n (m + 1) p float64 values, preallocated once.  The
+    small projected problems, the basis and the Ritz vectors are float64
+    throughout.  When n is small (< 200) or not much larger than the basis, A
+    is formed by block products (an n x n float64 array) and solved by LAPACK
+    instead.  All random directions (the start block without v0, and the
+    fill-ins for directions already in the basis) come from random_state, so
+    a fixed random_state gives bit-identical results.
 
-    A block method converges on clusters and repeated eigenvalues (the block
-    spans the cluster) and on the fast-decaying spectra of kernel Gram matrices.
-    If max_iter cycles pass without convergence a ConvergenceWarning is issued
-    and the current Ritz pairs are returned.
+    A block method converges on clusters and repeated eigenvalues as long as
+    the block spans the cluster, and on the fast-decaying spectra of kernel
+    Gram matrices; eigenvalues closer together than about tol * lambda_max
+    in a cluster wider than the block are not separated to that tolerance
+    (scipy's ARPACK eigsh does not converge there either).  After max_iter
+    iterations without convergence (at most max_iter products) a
+    ConvergenceWarning gives the residual norms of the k wanted pairs, and
+    the best Ritz pairs of the current basis are returned: orthonormal
+    vectors whose Rayleigh quotients are the values.
     """
     n = check_int(n, "n", 1)
     k = check_int(k, "k", 1)

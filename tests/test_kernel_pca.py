@@ -185,7 +185,8 @@ def test_lanczos_rank_deficient_gram(n_components):
                                       1e-7)
 
 
-def test_lanczos_reproducible_with_random_state():
+@pytest.mark.parametrize("solver", ["lanczos", "arpack"])
+def test_reproducible_with_random_state(solver):
     # Same random_state, same bits: the random start and every random fill
     # come from it, never from numpy's global state.
     X = load_breast_cancer().data[:400]
@@ -193,9 +194,9 @@ def test_lanczos_reproducible_with_random_state():
     for global_seed in (0, 1):
         np.random.seed(global_seed)
         for random_state in (7, np.random.RandomState(7)):
-            est = KernelPCA(n_components=3, kernel="rbf", random_state=random_state)
+            est = KernelPCA(n_components=3, kernel="rbf", eigen_solver=solver,
+                            random_state=random_state)
             runs.append((est.fit_transform(X), est.eigenvalues_))
-            assert est._fit_solver == "lanczos"
     for Z, w in runs[1:]:
         np.testing.assert_array_equal(Z, runs[0][0])
         np.testing.assert_array_equal(w, runs[0][1])
