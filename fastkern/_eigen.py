@@ -39,41 +39,45 @@ def column_signs(U):
 
 
 def _project_out(Z, basis):
-    # Two passes of classical Gram-Schmidt ("twice is enough") keep the basis
-    # orthonormal to working precision even when Z is nearly inside it.
+    # Two passes of classical Gram-Schmidt leave Z orthogonal to the basis up
+    # to rounding relative to Z's original norm; normalising a column that
+    # was nearly inside the basis magnifies that rounding (_orthonormal_block).
     if basis is not None and basis.shape[1]:
         for _ in range(2):
             Z -= basis @ (basis.T @ Z)
     return Z
 
 
-def _orthonormal_block(Z, basis, width, scale, rng):
-    """`width` orthonormal columns spanning Z's new directions, orthogonal to `basis`.
+def _orthonormal_block(Z, basis, width, rng):
+    """`width` orthonormal columns spanning Z's directions outside `basis`, orthogonal to it.
 
-    Directions of Z that are numerically inside `basis` (norm below a rounding
-    threshold relative to `scale`, the size of A) are dropped and replaced by
-    random directions, so rank-deficient blocks (low-rank A, converged
-    residuals) never inject amplified rounding noise into the basis.
+    Block Gram-Schmidt repeated until no column loses more than half its norm
+    in a pass (Kahan-Parlett "twice is enough": such a pass leaves it orthogonal
+    to working precision).  A single pass is not enough when the columns of Z
+    nearly depend on each other or on the basis: the QR then divides rounding
+    errors by a tiny pivot, and the basis loses orthogonality (it did, to 1e-8,
+    on the raw breast_cancer RBF Gram), which froze the Ritz residuals above
+    the tolerance.  Columns numerically inside the span (pivot below 1e-10 of
+    their norm), missing columns and zero columns become random directions.
     """
     n = Z.shape[0]
-    Z = _project_out(Z, basis)
-    tiny = max(scale, np.finfo(float).tiny)
-    if Z.shape[1] == width:
-        # Usual case, one QR: a block of clearly full rank (every |R_ii| far
-        # above the rounding threshold) needs no SVD or second projection.
+    Z = np.array(Z[:, :width], dtype=np.float64)
+    if Z.shape[1] < width:
+        Z = np.hstack([Z, rng.standard_normal((n, width - Z.shape[1]))])
+    ref = np.linalg.norm(Z, axis=0)
+    for _ in range(8):
+        Z = _project_out(Z, basis)
         Q, R = np.linalg.qr(Z)
-        if np.abs(np.diag(R)).min() > 1e-8 * tiny:
+        pivots = np.abs(np.diag(R))
+        lost = ~(pivots > 1e-10 * ref)  # also catches zero and NaN columns
+        if lost.any():
+            Z = Q
+            Z[:, lost] = rng.standard_normal((n, int(lost.sum())))
+            ref = np.linalg.norm(Z, axis=0)
+            continue
+        if np.all(pivots > 0.5 * ref):
             return Q
-    U, sv, _ = np.linalg.svd(Z, full_matrices=False)
-    keep = int(np.count_nonzero(sv > 1e-12 * tiny))
-    Q = U[:, :min(keep, width)]
-    if Q.shape[1]:
-        Q = np.linalg.qr(_project_out(Q, basis))[0]
-    while Q.shape[1] < width:
-        full = Q if basis is None else np.hstack([basis, Q])
-        R = _project_out(rng.standard_normal((n, width - Q.shape[1])), full)
-        R = np.linalg.qr(R)[0]
-        Q = np.hstack([Q, np.linalg.qr(_project_out(R, full))[0]])
+        Z, ref = Q, np.ones(width)
     return Q
 
 
@@ -105,22 +109,34 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     iteration does one Rayleigh-Ritz step on the current basis and, unless
     converged, adds one block: the Ritz residuals R = A Y - Y Theta of the top
     p Ritz vectors Y (Y lies in the basis, so R adds exactly the next
-    block-Krylov directions), orthogonalised against the whole basis twice
-    (full reorthogonalisation), then one ``matmat`` call reading A once.  When
-    the basis is full, the top p Ritz pairs and their products become its
-    first block (the thick restart).  Convergence is judged on the
-    true residual norms of the k wanted pairs; for float32 operators the
-    target is raised to what float32 products can deliver,
-    max(tol, 4 sqrt(n) eps32).  Memory: the basis V and A V, 2 n (m + 1) p
-    float64 values, preallocated once.  The small projected problems, the basis and
-    the Ritz vectors are float64 throughout.  When n is small (< 200) or not
-    much larger than the basis, A is formed by block products (an n x n
-    float64 array) and solved by LAPACK instead.
+    block-Krylov directions), orthogonalised against the whole basis by block
+    Gram-Schmidt repeated until no column loses more than half its norm in a
+    pass, then one ``matmat`` call reading A once.  Converged Ritz vectors
+    are soft-locked: they stay in the basis, but their residuals are replaced
+    in the next block by those of the next Ritz vectors.  When the basis is
+    full, the Ritz pairs whose residuals form the next block (the top p and
+    their replacements) and their products become its first columns (the
+    thick restart).  Convergence is judged on the true residual norms of the
+    k wanted pairs against tol times the largest |Ritz value| (so any scaling
+    of A takes the same steps); for float32 operators the target is raised to
+    what float32 products can deliver, max(tol, 4 sqrt(n) eps32).  Memory: the
+    basis V and A V, 2 n (m + 1) p float64 values, preallocated once.  The
+    small projected problems, the basis and the Ritz vectors are float64
+    throughout.  When n is small (< 200) or not much larger than the basis, A
+    is formed by block products (an n x n float64 array) and solved by LAPACK
+    instead.  All random directions (the start block without v0, and the
+    fill-ins for directions already in the basis) come from random_state, so
+    a fixed random_state gives bit-identical results.
 
-    A block method converges on clusters and repeated eigenvalues (the block
-    spans the cluster) and on the fast-decaying spectra of kernel Gram matrices.
-    If max_iter cycles pass without convergence a ConvergenceWarning is issued
-    and the current Ritz pairs are returned.
+    A block method converges on clusters and repeated eigenvalues as long as
+    the block spans the cluster, and on the fast-decaying spectra of kernel
+    Gram matrices; eigenvalues closer together than about tol * lambda_max
+    in a cluster wider than the block are not separated to that tolerance
+    (scipy's ARPACK eigsh does not converge there either).  After max_iter
+    iterations without convergence (at most max_iter products) a
+    ConvergenceWarning gives the residual norms of the k wanted pairs, and
+    the best Ritz pairs of the current basis are returned: orthonormal
+    vectors whose Rayleigh quotients are the values.
     """
     n = check_int(n, "n", 1)
     k = check_int(k, "k", 1)
@@ -161,11 +177,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         if start.ndim != 2 or start.shape[0] != n or start.shape[1] > p:
             raise ValueError(f"v0 must have shape (n, b) with b <= block size {p}, "
                              f"got {np.shape(v0)}")
-    V[:, :p] = _orthonormal_block(start, None, p, 1.0, rng)
+    V[:, :p] = _orthonormal_block(start, None, p, rng)
     W[:, :p] = _apply(matmat, V[:, :p], dtype, n)
-    scale = float(np.linalg.norm(W[:, :p], axis=0).max())
     cols = p
-    theta = res = Y = None
     for iteration in range(1, max_iter + 1):
         # Rayleigh-Ritz after every product: it costs O(n * cols * p), a few
         # percent of one product, and lets fast-decaying spectra stop early.
@@ -176,35 +190,58 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         # other product twice as slow on 2 cores (its threads and numpy's
         # spinning ones competed).  H is small, so the full solve costs nothing.
         theta, S = np.linalg.eigh(H)
-        theta, S = theta[::-1][:p], np.ascontiguousarray(S[:, ::-1][:, :p])
-        Y = V[:, :cols] @ S
-        AY = W[:, :cols] @ S
-        R = AY - Y * theta
-        res = np.linalg.norm(R, axis=0)
-        scale = max(float(theta[0]), float(np.finfo(float).tiny))
+        # Relative to the largest |eigenvalue| seen, so that a spectrum scaled
+        # by any factor (tiny Gram matrices included) converges in the same steps.
+        scale = max(float(np.abs(theta).max()), float(np.finfo(float).tiny))
+        theta, S = theta[::-1], S[:, ::-1]
+        done = tol_eff * scale
+        Y, AY, R, res = _ritz(V, W, cols, S, theta, 0, p)
         if callback is not None:
             callback(iteration, res[:k].copy())
-        if np.all(res[:k] <= tol_eff * scale):
-            return theta[:k].copy(), np.ascontiguousarray(Y[:, :k])
+        if np.all(res[:k] <= done) or iteration == max_iter:
+            break
+        # Soft locking: a Ritz vector whose residual is below the tolerance
+        # stays in the basis (it is among the top p kept at a restart) but
+        # its residual, rounding noise by then, is not expanded; the next
+        # Ritz vectors' residuals take its place in the block.
+        active = np.flatnonzero(res > done)
+        extra = min(p - active.size, cols - p)
+        R = R[:, active]
+        if extra:
+            Y2, AY2, R2, _ = _ritz(V, W, cols, S, theta, p, p + extra)
+            Y, AY, R = np.hstack([Y, Y2]), np.hstack([AY, AY2]), np.hstack([R, R2])
+            del Y2, AY2, R2
         if cols + p > width:
-            # Thick restart: keep the p best Ritz pairs, products included.
-            V[:, :p] = Y
-            W[:, :p] = AY
-            cols = p
-        # The Ritz residuals span the next block-Krylov block (Y lies in the
-        # basis, so A Y - Y theta adds exactly the new directions).
-        V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, scale, rng)
+            # Thick restart: keep the Ritz pairs whose residuals form the next
+            # block (the p best and any that replace locked ones), products
+            # included, so the next block still extends a block-Krylov space.
+            keep = Y.shape[1]
+            V[:, :keep] = Y
+            W[:, :keep] = AY
+            cols = keep
+        V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng)
         W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
         cols += p
-        del Y, AY
-    warnings.warn(
-        f"block_eigsh did not converge in max_iter={max_iter} iterations: largest residual "
-        f"{res[:k].max():.3g} > tol * lambda_max = {tol_eff * scale:.3g}; returning the current "
-        "estimates",
-        ConvergenceWarning,
-        stacklevel=2,
-    )
-    return theta[:k].copy(), np.ascontiguousarray(V[:, :k])
+        del Y, AY, R
+    if not np.all(res[:k] <= done):
+        warnings.warn(
+            f"block_eigsh did not converge in max_iter={max_iter} iterations: residual norms "
+            f"||A v - lambda v|| of the {k} wanted pairs {np.array2string(res[:k], precision=3)}"
+            f", target tol * lambda_max = {done:.3g}; returning the best Ritz pairs of the "
+            "current basis",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return theta[:k].copy(), np.ascontiguousarray(Y[:, :k])
+
+
+def _ritz(V, W, cols, S, theta, lo, hi):
+    """Ritz vectors lo..hi-1 of the basis, their products, residuals and residual norms."""
+    Sj = np.ascontiguousarray(S[:, lo:hi])
+    Y = V[:, :cols] @ Sj
+    AY = W[:, :cols] @ Sj
+    R = AY - Y * theta[lo:hi]
+    return Y, AY, R, np.linalg.norm(R, axis=0)
 
 
 def _dense(matmat, n, k, p, dtype, callback):

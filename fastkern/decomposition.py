@@ -66,7 +66,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         the large-N solvers when the dense Gram would exceed ``memory_budget``,
         else "lanczos" for more than 200 samples and few components
         (k < 10 or k <= n / 50), else "dense".
-    tol, max_iter : eigensolver convergence (tol=0: the solver's default).
+    tol, max_iter : eigensolver convergence (tol=0: the solver's default).  For
+        "lanczos", converged means every residual ||K v - lambda v|| <= tol *
+        lambda_max (default tol 1e-10); on max_iter it warns with the residual
+        norms and keeps the best Ritz pairs found.  A fixed random_state makes
+        "lanczos" and "arpack" bit-identical from run to run.
     remove_zero_eig, random_state, copy_X : as scikit-learn.  For
         kernel="precomputed", ``X_fit_`` references the given kernel (only its
         shape is used) so that no second N x N copy is kept.

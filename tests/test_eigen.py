@@ -117,11 +117,77 @@ def test_deterministic_with_random_state():
     np.testing.assert_array_equal(a[1], b[1])
 
 
-def test_max_iter_warns():
-    A = _slow_decay()
-    with pytest.warns(ConvergenceWarning, match="did not converge"):
-        w, V = block_eigsh(lambda V: A @ V, A.shape[0], 5, tol=0, max_iter=1, random_state=0)
-    assert w.shape == (5,) and V.shape == (A.shape[0], 5)
+def _check_ritz_pairs(A, w, V):
+    """(w, V) are Rayleigh-Ritz pairs of A: orthonormal V, V^T A V = diag(w), each w_j
+    the Rayleigh quotient of its vector and below the j-th eigenvalue (Cauchy interlacing)."""
+    n, k = V.shape
+    scale = linalg.eigh(A, eigvals_only=True, subset_by_index=(n - 1, n - 1))[0]
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-12)
+    np.testing.assert_allclose(V.T @ A @ V, np.diag(w), atol=1e-12 * scale)
+    w_ref, _ = _reference(A, k)
+    assert np.all(w <= w_ref + 1e-12 * scale)
+    assert np.all(np.diff(w) <= 0)
+    # A Ritz residual is orthogonal to the basis it came from, so to V.
+    R = A @ V - V * w
+    np.testing.assert_allclose(V.T @ R, 0, atol=1e-12 * scale)
+    return np.linalg.norm(R, axis=0)
+
+
+@pytest.mark.parametrize("make, k", [(_slow_decay, 5), (lambda: _rbf(420), 3), (_repeated, 4)])
+def test_max_iter_returns_best_ritz_pairs(make, k):
+    # Forced non-convergence: the pairs returned are the Ritz pairs of the
+    # basis built so far (not its first columns), the warning and the callback
+    # report their true residual norms, and a larger basis gives better pairs.
+    A = make()
+    n = A.shape[0]
+    out = {}
+    for max_iter in (1, 2, 3):
+        log = []
+        with pytest.warns(ConvergenceWarning, match="did not converge") as record:
+            w, V = block_eigsh(lambda X: A @ X, n, k, tol=0, max_iter=max_iter, random_state=0,
+                               callback=lambda it, r: log.append(r))
+        res = _check_ritz_pairs(A, w, V)
+        np.testing.assert_allclose(log[-1], res, rtol=1e-6, atol=1e-13 * w[0])
+        assert len(log) == max_iter
+        assert "residual norms" in str(record[0].message)
+        out[max_iter] = w, res
+    # Nested bases: Ritz values can only grow (Courant-Fischer).
+    assert np.all(out[2][0] >= out[1][0] - 1e-12 * out[1][0][0])
+    assert np.all(out[3][0] >= out[2][0] - 1e-12 * out[1][0][0])
+    assert out[3][1].max() < out[1][1].max()
+
+
+@pytest.mark.filterwarnings("error::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("eigenvalues, k", [
+    (np.r_[1.0, 0.5, 1e-12, 5e-13, np.zeros(496)], 4),     # wanted ones ~1e-12 lambda_max
+    (np.r_[1.0, 0.5, 1e-12, 5e-13, np.zeros(496)], 6),     # k beyond the numerical rank
+    (np.r_[np.ones(40), np.linspace(0.5, 0.0, 460)], 5),   # multiplicity 40 > block size 10
+    (np.r_[1 + 1e-3 * np.arange(30.0)[::-1], np.linspace(0.9, 0.0, 470)], 5),  # wide cluster
+    (np.r_[1.0, 0.9, 0.8, np.linspace(0.5, -3.0, 497)], 3),  # |lambda_min| > lambda_max
+    (np.linspace(1.0, 0.99, 500), 3),                       # flat: relative gaps 2e-5
+])
+def test_hard_spectra(eigenvalues, k):
+    A = _spectrum_matrix(eigenvalues, seed=5)
+    n = A.shape[0]
+    scale = np.abs(eigenvalues).max()
+    w, V = block_eigsh(lambda X: A @ X, n, k, tol=1e-10, random_state=0)
+    w_ref, _ = _reference(A, k)
+    np.testing.assert_allclose(w, w_ref, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-12)
+    assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-10 * scale
+
+
+def test_tolerance_relative_to_largest_eigenvalue():
+    # The same Gram scaled by 1e-12: the same products and the same pairs, scaled.
+    A = _rbf(420)
+    runs = []
+    for factor in (1.0, 1e-12):
+        calls = []
+        w, V = block_eigsh(lambda X: calls.append(1) or factor * A @ X, 420, 5, random_state=0)
+        runs.append((len(calls), w / factor, V))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-12)
+    assert np.max(linalg.subspace_angles(runs[0][2], runs[1][2])) < 1e-8
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
