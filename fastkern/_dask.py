@@ -54,6 +54,7 @@ Using an existing cluster
     kpca = KernelPCA(n_components=5, eigen_solver="matrix-free")
     kpca.fit(X, client=client, timeout=600)   # or pass a dask array as X
 """
+import asyncio
 import concurrent.futures
 import functools
 import os
@@ -141,7 +142,7 @@ class _Deadline:
         call = functools.partial(method, *args, asynchronous=True, **kwargs)
         try:
             return self.client.sync(call, callback_timeout=remaining)
-        except TimeoutError as exc:
+        except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct before Python 3.11
             raise self.expired(what) from exc
 
 

@@ -23,29 +23,39 @@ from fastkern.decomposition import KernelPCA  # noqa: E402
 RNG = np.random.default_rng(7)
 TIMEOUT = 30  # seconds per pass: a lost cluster fails the test instead of hanging it
 WATCHDOG = 90  # seconds before a call that should have raised or returned counts as hung
+# Seconds for a killed worker's nanny to start a new one: spawning a process
+# that imports distributed and fastkern took over 15 s on the loaded 2-core
+# machine.
+RESTART = 120
 
 
 def _cluster(n_workers, processes):
     return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
                                     processes=processes, host="127.0.0.1", protocol="tcp://",
-                                    dashboard_address=None, silence_logs=50,
+                                    # a free port: the scheduler's HTTP API always runs
+                                    dashboard_address="127.0.0.1:0", silence_logs=50,
                                     timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
 def cluster_client():
-    cluster = _cluster(2, processes=True)
-    c = distributed.Client(cluster, timeout=TIMEOUT)
-    try:
-        yield c
-    finally:
-        c.close(timeout=TIMEOUT)
-        cluster.close(timeout=TIMEOUT)
+    import dask
+
+    # LocalCluster drops a worker for good if its replacement has not joined
+    # within lost-worker-timeout (15 s): too short for a restart under load.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": f"{RESTART}s"}):
+        cluster = _cluster(2, processes=True)
+        c = distributed.Client(cluster, timeout=TIMEOUT)
+        try:
+            yield c
+        finally:
+            c.close(timeout=TIMEOUT)
+            cluster.close(timeout=TIMEOUT)
 
 
 @pytest.fixture
 def client(cluster_client):
-    cluster_client.wait_for_workers(2, timeout=TIMEOUT)  # a killed worker may be restarting
+    cluster_client.wait_for_workers(2, timeout=RESTART)  # a killed worker may be restarting
     return cluster_client
 
 
@@ -177,7 +187,7 @@ def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch, tmp_path):
     est = _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), X, client=client, timeout=TIMEOUT)
     assert os.path.exists(marker) and len(calls) > 3
     _assert_same_fit(est, ref)
-    client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it
+    client.wait_for_workers(2, timeout=RESTART)  # the nanny restarted it
     assert len(set(pids.values()) - set(_pids(client).values())) == 1
 
 
@@ -209,7 +219,7 @@ def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypat
     assert len(killed) == 1
     assert scatters.count(X.shape) == len(passes) + 1  # pass 3 ran again
     _assert_same_fit(est, ref)
-    client.wait_for_workers(2, timeout=TIMEOUT)
+    client.wait_for_workers(2, timeout=RESTART)
     assert killed[0] not in _pids(client).values()
 
 
