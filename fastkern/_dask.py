@@ -67,8 +67,9 @@ from fastkern._validation import check_array_2d, check_real, result_dtype
 _MISSING = ("fastkern's Dask support needs the optional packages dask and distributed: "
             'pip install "fastkern[dask]"')
 
-# Seconds allowed for one kernel pass (and for loading a dask array X).  A pass
-# at N = 10**6 on a few dozen cores takes minutes, a lost cluster never ends.
+# Seconds allowed for one kernel pass (and for loading a dask array X): a
+# pass costs O(N^2 d), so at large N it may take minutes; a lost cluster
+# would never end.
 DEFAULT_TIMEOUT = 600.0
 
 # Attempts per kernel pass when a worker is lost mid-pass.
