@@ -10,14 +10,14 @@ when X is a ``dask.array`` (on the default client) or a ``distributed.Client``
 is given (``fit(X, client=client)``); without either it runs in-process with
 OpenMP.  Each pass over the kernel matrix (one per product of the
 eigensolver, plus one for the row means) scatters X and the current block V
-to every worker (``client.scatter(..., broadcast=True)``) and submits one
-task per row block of X, which computes K(X_block, X) @ V with the same
-Cython tile loop as the in-process solver; the client concatenates the
-results, and the eigensolver (``fastkern._eigen.block_eigsh``) runs on the
-client.  Row blocks are the chunks of a dask array (which must be a single
-chunk of columns) or, for a NumPy X, about four blocks per worker thread.
-Tasks are pure functions of their inputs, so a worker that dies mid-pass is
-replaced (by its nanny) and its tasks are rerun by the scheduler.
+to the cluster and submits one task per row block of X, which computes
+K(X_block, X) @ V with the same Cython tile loop as the in-process solver;
+the client concatenates the results, and the eigensolver
+(``fastkern._eigen.block_eigsh``) runs on the client.  Row blocks are the
+chunks of a dask array (which must be a single chunk of columns) or, for a
+NumPy X, about four blocks per worker thread.  Tasks are pure functions of
+their inputs, so a worker that dies mid-pass is replaced (by its nanny) and
+its tasks are rerun by the scheduler.
 
 Threads
 -------
@@ -29,6 +29,22 @@ cores.  For example ``dask worker --nworkers 1 --nthreads 1`` on an 8-core
 machine gives 8 OpenMP threads per task; ``--nworkers 2 --nthreads 2`` gives
 2.  Setting the estimator's ``n_threads`` overrides the rule.
 
+Deadlines
+---------
+Every wait on the cluster has a deadline of ``timeout`` seconds (default
+600): each kernel pass as a whole (the workers' thread counts, the scatters of
+X and V, the tasks and the gather of their results, and any reruns after a
+lost worker), and separately the loading of a dask array X.  A wait that
+reaches its deadline is cancelled and raises ``TimeoutError`` naming what was
+waited for; a closed client raises ``RuntimeError`` at once.  So a lost
+cluster (scheduler gone, every worker dead) fails within ``timeout`` instead
+of hanging.  A pass that loses a worker is run again, up to three times and
+within the same deadline: the scheduler reruns the dead worker's tasks
+itself, but X and V scattered to it are lost with it.  X and V are scattered
+to one worker and copied to the others by the scheduler as tasks need them:
+a broadcast scatter (``Scheduler.replicate``) loops forever when a worker
+dies while it copies.
+
 Using an existing cluster
 -------------------------
 ::
@@ -36,16 +52,30 @@ Using an existing cluster
     from distributed import Client
     client = Client("tcp://scheduler-host:8786")
     kpca = KernelPCA(n_components=5, eigen_solver="matrix-free")
-    kpca.fit(X, client=client)               # or pass a dask array as X
+    kpca.fit(X, client=client, timeout=600)   # or pass a dask array as X
 """
+import asyncio
+import concurrent.futures
+import functools
 import os
+import time
 
 import numpy as np
 
-from fastkern._validation import check_array_2d, result_dtype
+from fastkern._validation import check_array_2d, check_real, result_dtype
 
 _MISSING = ("fastkern's Dask support needs the optional packages dask and distributed: "
             'pip install "fastkern[dask]"')
+
+# Seconds allowed for one kernel pass (and for loading a dask array X): a
+# pass costs O(N^2 d), so at large N it may take minutes; a lost cluster
+# would never end.
+DEFAULT_TIMEOUT = 600.0
+
+# Attempts per kernel pass when a worker is lost mid-pass.
+_PASS_ATTEMPTS = 3
+# Pause before a rerun, so that the scheduler has dropped the dead worker.
+_RETRY_PAUSE = 1.0
 
 
 def _require():
@@ -55,6 +85,11 @@ def _require():
     except ImportError as exc:
         raise ImportError(_MISSING) from exc
     return distributed
+
+
+def check_timeout(timeout):
+    """``timeout`` as float seconds: a finite number > 0 (there is always a deadline)."""
+    return check_real(timeout, "timeout", low=0, low_inclusive=False)
 
 
 def _get_client(client):
@@ -70,17 +105,62 @@ def _get_client(client):
     return client
 
 
+def _check_open(client):
+    if client.status in ("closing", "closed"):
+        raise RuntimeError(f"the Dask client is {client.status} (its scheduler was lost or "
+                           "it was closed): connect a new distributed.Client")
+
+
+class _Deadline:
+    """Calls to a client that together may take at most ``timeout`` seconds."""
+
+    def __init__(self, client, timeout, task):
+        self.client = client
+        self.timeout = timeout
+        self.task = task
+        self.end = time.monotonic() + timeout
+
+    def remaining(self):
+        return self.end - time.monotonic()
+
+    def expired(self, what):
+        return TimeoutError(
+            f"fastkern: {self.task} did not finish within timeout={self.timeout:g} s "
+            f"(waiting for {what}; client status {self.client.status!r}). Is the scheduler "
+            "running, with workers? Pass a larger timeout= if the cluster is just slow.")
+
+    def call(self, what, method, *args, **kwargs):
+        """``method(*args, **kwargs)``, a client method, cancelled at the deadline.
+
+        The method runs as a coroutine on the client's event loop, so the
+        deadline covers all of it (``Client.scatter``'s own timeout only
+        bounds the wait for a worker) and nothing keeps running after it.
+        """
+        _check_open(self.client)
+        remaining = self.remaining()
+        if remaining <= 0:
+            raise self.expired(what)
+        call = functools.partial(method, *args, asynchronous=True, **kwargs)
+        try:
+            return self.client.sync(call, callback_timeout=remaining)
+        except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct before Python 3.11
+            raise self.expired(what) from exc
+
+
 def _checked_block(block):
     return check_array_2d(block, "X")
 
 
-def materialize(X, name="X"):
+def materialize(X, name="X", *, client=None, timeout=DEFAULT_TIMEOUT):
     """A validated NumPy X and its row-block boundaries (dask chunks, or None).
 
     Each chunk of a dask array is checked for NaN/inf on the worker that
-    computes it; a chunked column axis is refused before anything runs.
+    computes it; a chunked column axis is refused before anything runs.  On a
+    cluster (``client``, or else the default client if there is one) loading
+    the array may take at most ``timeout`` seconds.
     """
     if type(X).__module__.startswith("dask.") and type(X).__name__ == "Array":
+        timeout = check_timeout(timeout)
         if X.ndim != 2:
             raise ValueError(f"{name} must be a 2-D array, got {X.ndim}-D with shape {X.shape}")
         if len(X.chunks[1]) != 1:
@@ -91,26 +171,44 @@ def materialize(X, name="X"):
         if any(c == 0 for c in X.chunks[0]):
             X = X.rechunk({0: tuple(c for c in X.chunks[0] if c)})
         bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(int)
-        X = X.map_blocks(_checked_block, dtype=X.dtype).compute()
+        X = X.map_blocks(_checked_block, dtype=X.dtype)
+        if client is None:
+            try:
+                client = _get_client(None)
+            except ValueError:
+                pass  # no cluster: dask's local scheduler computes it
+        if client is None:
+            X = X.compute()
+        else:
+            _check_open(client)
+            futures = client.compute(list(X.to_delayed().ravel()))
+            try:
+                X = np.concatenate(_Deadline(client, timeout, f"loading the dask array {name}")
+                                   .call(f"its {len(futures)} chunks", client.gather, futures))
+            finally:
+                for f in futures:
+                    f.release()
         X = check_array_2d(X, name)
         return np.ascontiguousarray(X, dtype=result_dtype(X)), bounds
     return X, None
 
 
-def _row_bounds(n, client):
+def _row_bounds(n, client, timeout):
     from fastkern._matfree import tile_size
 
-    threads = sum(client.nthreads().values()) or 1
+    nthreads = _Deadline(client, timeout, "asking the scheduler for its workers").call(
+        "the workers' thread counts", client.nthreads)
+    threads = sum(nthreads.values()) or 1
     per = max(tile_size, -(-n // (4 * threads)))
     per = -(-per // tile_size) * tile_size
     return np.append(np.arange(0, n, per), n)
 
 
-def _host_threads(client):
+def _host_threads(nthreads):
     hosts = {}
-    for addr, nthreads in client.nthreads().items():
+    for addr, count in nthreads.items():
         host = addr.rsplit(":", 1)[0]
-        hosts[host] = hosts.get(host, 0) + nthreads
+        hosts[host] = hosts.get(host, 0) + count
     return hosts
 
 
@@ -138,10 +236,6 @@ def _block_task(Z, V, A, start, stop, params, host_threads, n_threads):
     return op.matmat(V, rows)
 
 
-# Attempts per kernel pass when a worker's connection is lost mid-pass.
-_PASS_ATTEMPTS = 3
-
-
 class _Passes:
     """One scatter + one task per row block for every product with K."""
 
@@ -152,48 +246,62 @@ class _Passes:
         self.params = params
         self.n_threads = n_threads
         self.timeout = timeout
+        self.count = 0
 
     def run(self, V, A=None):
-        """K(X_rows, X) @ V over the cluster, retried if a connection is lost.
+        """K(X_rows, X) @ V over the cluster within ``timeout`` seconds.
 
-        The scheduler reruns the tasks of a worker that dies, but not a
-        client's scatter to it, which then fails with CommClosedError (an
-        OSError).  A pass is a pure function of its inputs, so it is run
-        again once a worker is available.  Timeouts are not retried: a lost
-        cluster fails within the pass timeout instead of hanging.
+        A lost worker fails a pass in two ways the scheduler does not repair:
+        a scatter to it fails with CommClosedError (an OSError), and X or V
+        held only by it are lost, which cancels the tasks that need them.  A
+        pass is a pure function of its inputs, so it is run again, up to
+        _PASS_ATTEMPTS times, within the same deadline.  Timeouts (also
+        OSErrors) and a closed client are not retried.
         """
-        for attempt in range(_PASS_ATTEMPTS):
+        self.count += 1
+        deadline = _Deadline(self.client, self.timeout, f"kernel pass {self.count} on the Dask "
+                             f"cluster ({len(self.bounds) - 1} tasks)")
+        for attempt in range(1, _PASS_ATTEMPTS + 1):
             try:
-                return self._run_once(V, A)
+                return self._run_once(V, A, deadline)
             except TimeoutError:
                 raise
-            except OSError:
-                if attempt == _PASS_ATTEMPTS - 1:
-                    raise
-                self.client.wait_for_workers(
-                    1, timeout=self.timeout if self.timeout is not None else 60)
+            except (OSError, concurrent.futures.CancelledError) as exc:
+                _check_open(self.client)
+                if attempt == _PASS_ATTEMPTS:
+                    raise RuntimeError(f"fastkern: {deadline.task} lost a worker in each of "
+                                       f"{_PASS_ATTEMPTS} attempts ({type(exc).__name__}: "
+                                       f"{exc})") from exc
+                time.sleep(max(0.0, min(_RETRY_PAUSE, deadline.remaining())))
 
-    def _run_once(self, V, A):
-        import distributed
-
+    def _run_once(self, V, A, deadline):
         client = self.client
-        limit = {} if self.timeout is None else {"timeout": self.timeout}
-        # Fresh keys every pass (hash=False): reusing a key races with the
-        # release of the previous pass's future; X is small next to a pass.
-        Zf = client.scatter(self.Z, broadcast=True, hash=False, **limit)
-        Af = None if A is None else client.scatter(A, broadcast=True, hash=False, **limit)
-        Vf = None if V is None else client.scatter(np.ascontiguousarray(V, dtype=np.float64),
-                                                   broadcast=True, hash=False,
-                                                   **limit)
-        host_threads = _host_threads(client)
+
+        def scatter(data, name):
+            # No broadcast: Scheduler.replicate never returns if a worker dies
+            # while it copies.  Tasks fetch X and V from the worker holding
+            # them.  Fresh keys every pass (hash=False): reusing a key races
+            # with the release of the previous pass's future.
+            return deadline.call(f"the scatter of {name}", client.scatter, data, hash=False,
+                                 timeout=max(deadline.remaining(), 0.001))
+
+        host_threads = _host_threads(deadline.call("the workers' thread counts",
+                                                   client.nthreads))
+        Zf = scatter(self.Z, "X")
+        Af = None if A is None else scatter(A, "the rows to transform")
+        Vf = None if V is None else scatter(np.ascontiguousarray(V, dtype=np.float64), "V")
         futures = [client.submit(_block_task, Zf, Vf, Af, int(a), int(b), self.params,
                                  host_threads, self.n_threads, pure=False, retries=3)
                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         try:
-            distributed.wait(futures, timeout=self.timeout)
-            parts = client.gather(futures)
+            parts = deadline.call(f"the {len(futures)} tasks and their results",
+                                  client.gather, futures)
         finally:
-            client.cancel(futures)
+            # Releasing drops the tasks that have not run yet (cancel() would
+            # be one more wait on the scheduler).
+            for f in futures + [Zf, Af, Vf]:
+                if f is not None:
+                    f.release()
         return np.concatenate(parts, axis=0)
 
 
@@ -205,31 +313,35 @@ def _params(est):
             "coef0": est.coef0, "kernel_params": est.kernel_params}
 
 
-def fit_kernel_pca(est, X, *, client=None, timeout=None):
+def fit_kernel_pca(est, X, *, client=None, timeout=DEFAULT_TIMEOUT):
     """Matrix-free fit of ``est`` with the kernel passes on a Dask cluster.
 
-    timeout: seconds to wait for one pass before raising (None: no limit).
+    timeout: seconds allowed for each kernel pass, and for loading a dask X.
     """
     from fastkern import large_n
 
+    timeout = check_timeout(timeout)
     client = _get_client(client)
+    _check_open(client)
     if est.eigen_solver == "nystrom":
         raise ValueError("eigen_solver='nystrom' runs in-process; the Dask backend "
                          "implements the matrix-free solver")
-    X, bounds = materialize(X)
+    X, bounds = materialize(X, client=client, timeout=timeout)
     _, X = large_n._validate_fit(est, X)
     if bounds is None:
-        bounds = _row_bounds(X.shape[0], client)
+        bounds = _row_bounds(X.shape[0], client, timeout)
     passes = _Passes(client, X, bounds, _params(est), est.n_threads, timeout)
     large_n.solve_matrix_free(est, X, passes.run, lambda: passes.run(None)[:, 0])
     return est
 
 
-def cross_product(est, X, V, *, client=None, timeout=None):
+def cross_product(est, X, V, *, client=None, timeout=DEFAULT_TIMEOUT):
     """K(X, X_fit_) @ V with the passes on the cluster (row blocks of X)."""
+    timeout = check_timeout(timeout)
     client = _get_client(client)
-    X, bounds = materialize(X)
+    _check_open(client)
+    X, bounds = materialize(X, client=client, timeout=timeout)
     if bounds is None:
-        bounds = _row_bounds(X.shape[0], client)
+        bounds = _row_bounds(X.shape[0], client, timeout)
     passes = _Passes(client, est.X_fit_, bounds, _params(est), est.n_threads, timeout)
     return passes.run(V, X)

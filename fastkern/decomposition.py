@@ -144,22 +144,26 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return "dense"
 
     @limits_blas
-    def fit(self, X, y=None, *, client=None):
+    def fit(self, X, y=None, *, client=None, timeout=600.0):
         """Fit the model from X (n_samples, n_features), or a precomputed kernel (n, n).
 
         A ``dask.array`` X, or a ``distributed.Client`` given as ``client``, runs
         the matrix-free solver's kernel passes on that Dask cluster
-        (``fastkern._dask``); ``transform`` then uses the same client.
+        (``fastkern._dask``); ``transform`` then uses the same client and
+        timeout.  ``timeout`` (seconds, default 600) bounds each pass over the
+        cluster, retries after a lost worker included, and the loading of a
+        dask X: a lost cluster raises TimeoutError instead of hanging.
         """
-        self._fit(X, client)
+        self._fit(X, client, timeout)
         return self
 
-    def _fit(self, X, client=None):
+    def _fit(self, X, client=None, timeout=600.0):
         self._check_params()
         memory_budget_bytes(self.memory_budget)
         from fastkern import large_n
 
         self._client = client
+        self._timeout = check_real(timeout, "timeout", low=0, low_inclusive=False)
         if client is not None or is_dask_array(X):
             # sklearn's validation would load a dask array into memory; the
             # Dask backend validates it block by block instead.
@@ -170,7 +174,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
             self.n_features_in_ = X.shape[1] if len(X.shape) == 2 else None
             self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
-            large_n.fit_kernel_pca(self, X, client=client)
+            large_n.fit_kernel_pca(self, X, client=client, timeout=self._timeout)
             return None
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         n = X.shape[0]
@@ -258,23 +262,31 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                            max_iter=self.max_iter, random_state=rng, callback=callback, v0=v0)
 
     @limits_blas
-    def fit_transform(self, X, y=None, *, client=None):
-        """Fit and return the training embedding sqrt(eigenvalues_) * eigenvectors_."""
-        X_transformed = self._fit(X, client)
+    def fit_transform(self, X, y=None, *, client=None, timeout=600.0):
+        """Fit and return the training embedding sqrt(eigenvalues_) * eigenvectors_.
+
+        ``client`` and ``timeout`` (seconds per pass over a Dask cluster) are
+        those of :meth:`fit`.
+        """
+        X_transformed = self._fit(X, client, timeout)
         if X_transformed is None:
             X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
         return X_transformed
 
     @limits_blas
     def transform(self, X):
-        """Project X (or, for kernel="precomputed", k(X, X_train)) on the components."""
+        """Project X (or, for kernel="precomputed", k(X, X_train)) on the components.
+
+        After a fit on a Dask cluster the pass runs there, with fit's timeout.
+        """
         check_is_fitted(self, "eigenvectors_")
         from fastkern import large_n
 
         client = getattr(self, "_client", None)
         if self._fit_solver in LARGE_N_SOLVERS and (client is not None
                                                     or is_dask_array(X)):
-            return large_n.transform_kernel_pca(self, X, client=client)
+            return large_n.transform_kernel_pca(self, X, client=client,
+                                                timeout=getattr(self, "_timeout", 600.0))
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
         if self._fit_solver in LARGE_N_SOLVERS:
             return large_n.transform_kernel_pca(self, X)

@@ -255,7 +255,7 @@ def _validate_fit(est, X):
     return solver, X
 
 
-def fit_kernel_pca(est, X, *, client=None, timeout=None):
+def fit_kernel_pca(est, X, *, client=None, timeout=600.0):
     """Fit ``est`` (a fastkern KernelPCA) with the matrix-free or Nystroem solver.
 
     Sets eigenvalues_ (descending, eigenvalues of the centred Gram),
@@ -264,8 +264,9 @@ def fit_kernel_pca(est, X, *, client=None, timeout=None):
     _fit_row_means (float64 (N,)) and _fit_grand_mean (float) for
     "matrix-free"; _nystroem_map, _nystroem_mean and _nystroem_basis for
     "nystrom".  A dask array X, or a ``distributed.Client`` given as
-    ``client``, runs the kernel passes on that cluster
-    (fastkern._dask; timeout bounds each pass there, in seconds).
+    ``client``, runs the kernel passes on that cluster (fastkern._dask):
+    each pass, and the loading of a dask X, must finish within ``timeout``
+    seconds or raise TimeoutError.
     """
     if client is not None or is_dask_array(X):
         from fastkern import _dask
@@ -387,16 +388,17 @@ def _validate_transform(est, X):
     return np.ascontiguousarray(X, dtype=est.X_fit_.dtype)
 
 
-def transform_kernel_pca(est, X, *, client=None, timeout=None):
+def transform_kernel_pca(est, X, *, client=None, timeout=600.0):
     """Project X on the components fitted by :func:`fit_kernel_pca`.
 
-    With a dask array X or a client (``client``) the
-    cross-kernel passes of the matrix-free solver run on the cluster.
+    With a dask array X or a client (``client``) the cross-kernel pass of
+    the matrix-free solver runs on the cluster; it, and the loading of a dask
+    X, must finish within ``timeout`` seconds or raise TimeoutError.
     """
     if is_dask_array(X):
         from fastkern import _dask
 
-        X, _ = _dask.materialize(X)
+        X, _ = _dask.materialize(X, client=client, timeout=timeout)
     X = _validate_transform(est, X)
     if est._fit_solver == "nystrom":
         phi = est._nystroem_map.transform(X).astype(np.float64, copy=False)

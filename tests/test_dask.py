@@ -1,8 +1,15 @@
-"""Matrix-free KernelPCA with the kernel passes on a local Dask cluster (127.0.0.1 only)."""
+"""Matrix-free KernelPCA with the kernel passes on a local Dask cluster (127.0.0.1 only).
+
+Every wait here has a deadline: the estimators get ``timeout=`` and calls
+that could still hang on a regression run under ``_within``, which fails
+the test instead of hanging the suite.
+"""
+import inspect
 import os
 import signal
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,19 +22,71 @@ from fastkern.decomposition import KernelPCA  # noqa: E402
 
 RNG = np.random.default_rng(7)
 TIMEOUT = 30  # seconds per pass: a lost cluster fails the test instead of hanging it
+WATCHDOG = 90  # seconds before a call that should have raised or returned counts as hung
+# Seconds for a killed worker's nanny to start a new one: spawning a process
+# that imports distributed and fastkern took over 15 s on the loaded 2-core
+# machine.
+RESTART = 120
+
+
+def _cluster(n_workers, processes):
+    return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                    processes=processes, host="127.0.0.1", protocol="tcp://",
+                                    # a free port: the scheduler's HTTP API always runs
+                                    dashboard_address="127.0.0.1:0", silence_logs=50,
+                                    timeout=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None,
-                                       silence_logs=50)
-    c = distributed.Client(cluster, timeout=TIMEOUT)
-    try:
-        yield c
-    finally:
-        c.close(timeout=TIMEOUT)
-        cluster.close(timeout=TIMEOUT)
+def cluster_client():
+    import dask
+
+    # LocalCluster drops a worker for good if its replacement has not joined
+    # within lost-worker-timeout (15 s): too short for a restart under load.
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": f"{RESTART}s"}):
+        cluster = _cluster(2, processes=True)
+        c = distributed.Client(cluster, timeout=TIMEOUT)
+        try:
+            yield c
+        finally:
+            c.close(timeout=TIMEOUT)
+            cluster.close(timeout=TIMEOUT)
+
+
+@pytest.fixture
+def client(cluster_client):
+    cluster_client.wait_for_workers(2, timeout=RESTART)  # a killed worker may be restarting
+    return cluster_client
+
+
+def _within(seconds, fn, *args, **kwargs):
+    """fn(*args, **kwargs) in a thread: its result or exception, or a failure after `seconds`."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # re-raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"{getattr(fn, '__name__', fn)} still waiting after {seconds} s: it hangs")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def _release_when(marker):
+    """A task function that blocks (up to WATCHDOG s) until the file `marker` exists."""
+    def blocked(*args):
+        end = time.monotonic() + WATCHDOG
+        while not os.path.exists(marker) and time.monotonic() < end:
+            time.sleep(0.05)
+        return args[0]
+    return blocked
 
 
 def _kpca(**kw):
@@ -37,16 +96,24 @@ def _kpca(**kw):
 @pytest.fixture(scope="module")
 def data():
     X, Xt = RNG.standard_normal((700, 5)), RNG.standard_normal((33, 5))
-    ref = _kpca().fit(X)
+    ref = _kpca().fit(X)  # the in-process matrix-free solver
     return X, Xt, ref
+
+
+def _assert_same_fit(est, ref):
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    np.testing.assert_allclose(est.eigenvectors_, ref.eigenvectors_, atol=1e-7)
+
+
+def _pids(client):
+    return client.run(os.getpid, callback_timeout=TIMEOUT)
 
 
 def test_numpy_input_with_client_matches_in_process(client, data):
     X, Xt, ref = data
     est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
     assert est._fit_solver == "matrix-free"
-    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
-    np.testing.assert_allclose(est.eigenvectors_, ref.eigenvectors_, atol=1e-7)
+    _assert_same_fit(est, ref)
     np.testing.assert_allclose(est._fit_row_means, ref._fit_row_means, rtol=1e-12)
     P = large_n.transform_kernel_pca(est, Xt, client=client, timeout=TIMEOUT)
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
@@ -57,19 +124,20 @@ def test_kernelpca_fit_with_client(client, data, monkeypatch):
     passes = []
     run = _dask._Passes.run
     monkeypatch.setattr(_dask._Passes, "run",
-                        lambda self, V, A=None: passes.append(1) or run(self, V, A))
+                        lambda self, V, A=None: passes.append(self.timeout) or run(self, V, A))
     est = _kpca()
-    Z = est.fit_transform(X, client=client)  # the usage shown in fastkern._dask's docstring
+    Z = est.fit_transform(X, client=client, timeout=TIMEOUT)  # as in fastkern._dask's docstring
     assert len(passes) > 2  # the row-mean pass and the eigensolver's products
     np.testing.assert_allclose(Z, ref.eigenvectors_ * np.sqrt(ref.eigenvalues_), atol=1e-7)
     n_passes = len(passes)
     np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), atol=1e-7)
     assert len(passes) > n_passes  # transform ran on the cluster too
+    assert set(passes) == {TIMEOUT}  # with fit's timeout
 
 
 def test_kernelpca_with_dask_array(client, data):
     X, Xt, ref = data
-    est = _kpca().fit(da.from_array(X, chunks=(200, 5)))  # default client, no loading
+    est = _kpca().fit(da.from_array(X, chunks=(200, 5)), timeout=TIMEOUT)  # default client
     np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
     P = est.transform(da.from_array(Xt, chunks=(10, 5)))
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
@@ -89,37 +157,74 @@ def test_dask_array_input(client, data):
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
-def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch):
+def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch, tmp_path):
+    # The first task of the third pass (after the row-mean pass and the first
+    # product) SIGKILLs its own worker: exactly one worker dies, mid-pass,
+    # with the pass's other tasks queued or running.  A marker file created
+    # with O_EXCL makes the kill happen once across the worker processes.
     X, _, ref = data
-    pids = list(client.run(os.getpid).values())
+    pids = _pids(client)
     assert len(pids) == 2
+    marker = str(tmp_path / "killed")
+    block_task = _dask._block_task
+
+    def kill_once(*args):
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return block_task(*args)
+        os.kill(os.getpid(), signal.SIGKILL)
+
     run = _dask._Passes.run
     calls = []
-    killed = threading.Event()
 
-    def kill_soon():
-        threading.Event().wait(0.05)
-        os.kill(pids[0], signal.SIGKILL)
-        killed.set()
-
-    def counting_run(self, V, A=None):
+    def third_pass_kills(self, V, A=None):
         calls.append(1)
-        if len(calls) == 3:  # after the row-mean pass and the first product
-            threading.Thread(target=kill_soon, daemon=True).start()
+        monkeypatch.setattr(_dask, "_block_task", kill_once if len(calls) == 3 else block_task)
         return run(self, V, A)
 
-    monkeypatch.setattr(_dask._Passes, "run", counting_run)
-    est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
-    assert killed.is_set() and len(calls) > 3
-    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
-    np.testing.assert_allclose(est.eigenvectors_, ref.eigenvectors_, atol=1e-7)
-    client.wait_for_workers(2, timeout=TIMEOUT)  # the nanny restarted it
-    assert pids[0] not in client.run(os.getpid).values()
+    monkeypatch.setattr(_dask._Passes, "run", third_pass_kills)
+    est = _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), X, client=client, timeout=TIMEOUT)
+    assert os.path.exists(marker) and len(calls) > 3
+    _assert_same_fit(est, ref)
+    client.wait_for_workers(2, timeout=RESTART)  # the nanny restarted it
+    assert len(set(pids.values()) - set(_pids(client).values())) == 1
+
+
+def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypatch):
+    # Right after the third pass scatters X, the worker holding it is
+    # SIGKILLed: X is lost with it, which cancels the pass's tasks, and only
+    # a rerun of the whole pass (a new scatter) can finish the fit.
+    X, _, ref = data
+    pids = _pids(client)
+    scatter = type(client).scatter
+    scatters, killed = [], []
+
+    async def scatter_then_kill(self, data, **kwargs):
+        future = await scatter(self, data, **kwargs)
+        scatters.append(data.shape)
+        if len(scatters) == 4:  # pass 1 scatters X, pass 2 X and V, pass 3 X first
+            assert data.shape == X.shape
+            # On the event loop, where the in-process scheduler's state is safe to read.
+            holder, = self.cluster.scheduler.tasks[future.key].who_has
+            killed.append(pids[holder.address])
+            os.kill(killed[0], signal.SIGKILL)
+        return future
+
+    run, passes = _dask._Passes.run, []
+    monkeypatch.setattr(_dask._Passes, "run",
+                        lambda self, V, A=None: passes.append(1) or run(self, V, A))
+    monkeypatch.setattr(type(client), "scatter", scatter_then_kill)
+    est = _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), X, client=client, timeout=TIMEOUT)
+    assert len(killed) == 1
+    assert scatters.count(X.shape) == len(passes) + 1  # pass 3 ran again
+    _assert_same_fit(est, ref)
+    client.wait_for_workers(2, timeout=RESTART)
+    assert killed[0] not in _pids(client).values()
 
 
 def test_openmp_threads_per_task_do_not_oversubscribe(client):
-    client.wait_for_workers(2, timeout=TIMEOUT)  # a worker killed earlier may be restarting
-    hosts = _dask._host_threads(client)
+    hosts = _dask._host_threads(client.nthreads(callback_timeout=TIMEOUT))
     assert hosts == {"tcp://127.0.0.1": 2}
     threads = client.submit(_dask._task_threads, hosts, None, pure=False).result(TIMEOUT)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -141,6 +246,25 @@ def test_bad_dask_input(client):
         large_n.fit_kernel_pca(_kpca(), X, client="tcp://127.0.0.1:1")
     with pytest.raises(ValueError, match="nystrom"):
         large_n.fit_kernel_pca(KernelPCA(2, eigen_solver="nystrom"), X, client=client)
+
+
+@pytest.mark.parametrize("timeout, error", [(0, ValueError), (-1, ValueError),
+                                            (float("inf"), ValueError), (None, TypeError),
+                                            ("10", TypeError)])
+def test_bad_timeout(client, timeout, error):
+    X = RNG.standard_normal((50, 3))
+    with pytest.raises(error, match="timeout"):
+        _kpca().fit(X, client=client, timeout=timeout)
+    with pytest.raises(error, match="timeout"):
+        large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=timeout)
+
+
+def test_one_default_timeout():
+    defaults = {inspect.signature(f).parameters["timeout"].default
+                for f in (KernelPCA.fit, KernelPCA.fit_transform, large_n.fit_kernel_pca,
+                          large_n.transform_kernel_pca, _dask.fit_kernel_pca,
+                          _dask.cross_product, _dask.materialize)}
+    assert defaults == {_dask.DEFAULT_TIMEOUT}
 
 
 def test_missing_dask_gives_install_hint(monkeypatch):
@@ -167,7 +291,29 @@ def test_pass_retried_when_a_scatter_loses_its_worker(client, data, monkeypatch)
     monkeypatch.setattr(type(client), "scatter", flaky_scatter)
     est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
     assert failures == [1]
-    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
+    _assert_same_fit(est, ref)
+
+
+def test_pass_reruns_are_bounded(client, data, monkeypatch):
+    from distributed.comm.core import CommClosedError
+
+    calls = []
+
+    def lost(self, *args, **kwargs):
+        calls.append(1)
+        raise CommClosedError("worker lost during scatter")
+
+    monkeypatch.setattr(type(client), "scatter", lost)
+    monkeypatch.setattr(_dask, "_RETRY_PAUSE", 0.0)
+    with pytest.raises(RuntimeError, match="lost a worker in each of 3 attempts"):
+        large_n.fit_kernel_pca(_kpca(), data[0], client=client, timeout=TIMEOUT)
+    assert len(calls) == _dask._PASS_ATTEMPTS
+    # ... and by the deadline: the pause before a rerun ends at it.
+    calls.clear()
+    monkeypatch.setattr(_dask, "_RETRY_PAUSE", TIMEOUT)
+    with pytest.raises(TimeoutError, match="kernel pass 1 .*timeout=0.5 s"):
+        _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=client, timeout=0.5)
+    assert len(calls) <= 1
 
 
 def test_pass_timeout_is_not_retried(client, data, monkeypatch):
@@ -178,6 +324,80 @@ def test_pass_timeout_is_not_retried(client, data, monkeypatch):
         raise TimeoutError("no answer")
 
     monkeypatch.setattr(type(client), "scatter", slow)
-    with pytest.raises(TimeoutError):
+    with pytest.raises(TimeoutError, match="the scatter of X"):
         large_n.fit_kernel_pca(_kpca(), data[0], client=client, timeout=TIMEOUT)
     assert calls == [1]
+
+
+def test_stuck_pass_raises_at_the_deadline(client, data, monkeypatch, tmp_path):
+    # Tasks that never finish (a hung worker) fail KernelPCA.fit after
+    # `timeout` seconds, naming the pass; before, fit passed no timeout.
+    marker = str(tmp_path / "release")
+    monkeypatch.setattr(_dask, "_block_task", _release_when(marker))
+    try:
+        with pytest.raises(TimeoutError, match=r"kernel pass 1 .*timeout=2 s.*tasks"):
+            _within(WATCHDOG, _kpca().fit, data[0], client=client, timeout=2)
+    finally:
+        open(marker, "w").close()
+
+
+def test_stuck_dask_array_load_raises_at_the_deadline(client, tmp_path):
+    # Loading a dask X was an unbounded compute(): this hung before.
+    marker = str(tmp_path / "release")
+    Xd = da.from_array(RNG.standard_normal((60, 3)), chunks=(30, 3))
+    Xd = Xd.map_blocks(_release_when(marker), meta=np.empty((0, 0)))  # no call to infer meta
+    try:
+        with pytest.raises(TimeoutError, match=r"loading the dask array X .*timeout=2 s"):
+            _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), Xd, timeout=2)
+    finally:
+        open(marker, "w").close()
+
+
+def test_hung_scatter_raises_at_the_deadline(client, data, monkeypatch):
+    # The issue's hang: Client.scatter waited forever on a scheduler that
+    # never answered (Scheduler.replicate looping after a worker died);
+    # scatter's own timeout only bounds the wait for a worker.
+    import asyncio
+
+    release = threading.Event()
+
+    async def hung_scatter(**kwargs):
+        while not release.is_set():
+            await asyncio.sleep(0.05)
+
+    monkeypatch.setitem(client.cluster.scheduler.handlers, "scatter", hung_scatter)
+    try:
+        with pytest.raises(TimeoutError, match=r"kernel pass 1 .*timeout=2 s.*scatter of X"):
+            _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=client,
+                    timeout=2)
+    finally:
+        release.set()
+
+
+def test_closed_client_raises_at_once(client, data):
+    other = distributed.Client(client.scheduler.address, timeout=TIMEOUT, set_as_default=False)
+    other.close(timeout=TIMEOUT)
+    with pytest.raises(RuntimeError, match="client is closed"):
+        _within(WATCHDOG, _kpca().fit, data[0], client=other, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("lost", ["scheduler", "workers"])
+def test_lost_cluster_raises_within_the_deadline(data, lost):
+    import dask
+
+    # A short connect timeout: closing the cluster after its scheduler died
+    # retries the dead address that long.
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        cluster = _cluster(1, processes=False)
+        c = distributed.Client(cluster, timeout=TIMEOUT, set_as_default=False)
+        try:
+            c.wait_for_workers(1, timeout=TIMEOUT)
+            if lost == "scheduler":
+                cluster.sync(cluster.scheduler.close)
+            else:
+                _within(WATCHDOG, c.retire_workers, close_workers=True)
+            with pytest.raises(TimeoutError, match="did not finish within timeout=3 s"):
+                _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=c, timeout=3)
+        finally:
+            _within(WATCHDOG, c.close, timeout=TIMEOUT)
+            _within(WATCHDOG, cluster.close, timeout=TIMEOUT)
