@@ -319,7 +319,9 @@ def _child(conn, args, kwargs):
     try:
         conn.send(("ok", measure_here(*args, **kwargs)))
     except BaseException as exc:  # sent to the parent, which raises it
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        # A parent stopped by Ctrl-C has closed its end: nobody to tell.
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 
@@ -356,9 +358,11 @@ def measure(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2, max_re
         args=(child, (task, impl, n),
               {"d": d, "n_threads": n_threads, "min_time": min_time, "max_repeat": max_repeat}),
     )
-    proc.start()
-    child.close()
     try:
+        # start() is inside: the first one launches the fork server, which
+        # takes seconds to import its preloads, long enough to be Ctrl-C'd.
+        proc.start()
+        child.close()
         status, payload = parent.recv()
     except EOFError:
         proc.join()
@@ -367,9 +371,10 @@ def measure(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2, max_re
         ) from None
     except BaseException:
         # Ctrl-C in the parent: the child would run on after the parent has
-        # gone and print a traceback when it finds no one to report to.
-        proc.kill()
-        proc.join()
+        # gone, and the parent's exit would wait for it.
+        if proc.pid is not None:
+            proc.kill()
+            proc.join()
         raise
     finally:
         parent.close()
