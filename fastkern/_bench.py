@@ -184,7 +184,7 @@ def build(task, impl, n, *, d=N_FEATURES, n_threads=None):
             return lambda: est.fit_transform(X)
         from fastkern.decomposition import KernelPCA
         est = KernelPCA(n_components=N_COMPONENTS, kernel="rbf", gamma=gamma,
-                        n_threads=n_threads)
+                        n_threads=n_threads, random_state=0)
         return lambda: est.fit_transform(X)
 
     if impl in ("naive", "numpy"):
@@ -242,13 +242,25 @@ def tracemalloc_peak(fn):
 
 
 def _rss_peak(fn):
-    """(seconds, peak RSS increase in bytes) of one call of fn."""
+    """(seconds, peak RSS increase in bytes) of one call of fn.
+
+    The peak is read while fn's result is still alive.  The kernel keeps
+    RSS in per-CPU counters and reads the high-water mark from them without
+    summing exactly when memory is unmapped, so a peak recorded when a
+    result is freed can fall short by up to 32 pages per CPU (a 1000 x 1000
+    float64 Gram was once measured at 7,995,392 bytes, under its 8,000,000).  VmHWM is the
+    larger of that mark and the exact current RSS, so with the result alive
+    everything the result holds is counted exactly; only memory that fn
+    allocated and freed itself (temporaries) carries the per-CPU slack.
+    """
     base = _proc_status("VmRSS:")
     _reset_peak_rss()
     t0 = time.perf_counter()
-    fn()
+    result = fn()
     elapsed = time.perf_counter() - t0
-    return elapsed, max(0, _proc_status("VmHWM:") - base)
+    peak = _proc_status("VmHWM:") - base
+    del result
+    return elapsed, max(0, peak)
 
 
 # ---------------------------------------------------------------- timing
@@ -307,7 +319,9 @@ def _child(conn, args, kwargs):
     try:
         conn.send(("ok", measure_here(*args, **kwargs)))
     except BaseException as exc:  # sent to the parent, which raises it
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        # A parent stopped by Ctrl-C has closed its end: nobody to tell.
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 
@@ -344,15 +358,24 @@ def measure(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2, max_re
         args=(child, (task, impl, n),
               {"d": d, "n_threads": n_threads, "min_time": min_time, "max_repeat": max_repeat}),
     )
-    proc.start()
-    child.close()
     try:
+        # start() is inside: the first one launches the fork server, which
+        # takes seconds to import its preloads, long enough to be Ctrl-C'd.
+        proc.start()
+        child.close()
         status, payload = parent.recv()
     except EOFError:
         proc.join()
         raise MeasurementError(
             f"{task}/{impl} at N={n} died (exit code {proc.exitcode}); out of memory?"
         ) from None
+    except BaseException:
+        # Ctrl-C in the parent: the child would run on after the parent has
+        # gone, and the parent's exit would wait for it.
+        if proc.pid is not None:
+            proc.kill()
+            proc.join()
+        raise
     finally:
         parent.close()
     proc.join()
@@ -467,8 +490,11 @@ def write_json(path, results, info, sizes):
         json.dump(doc, f, indent=2)
 
 
-def plot_results(results, path, info=None):
-    """Time against N on log-log axes, one panel per task, one line per implementation."""
+def plot_results(results, path, info=None, format=None):
+    """Time against N on log-log axes, one panel per task, one line per implementation.
+
+    format: the image format when it is not path's extension.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -499,7 +525,7 @@ def plot_results(results, path, info=None):
         fig.suptitle(f"fastkern bench: d={N_FEATURES}, {info['cores']} cores, "
                      f"{info['n_threads']} threads")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format=format)
     plt.close(fig)
 
 

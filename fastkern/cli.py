@@ -1,18 +1,31 @@
 """The ``fastkern`` command line: ``demo``, ``kpca`` and ``bench``.
 
 Every user error (unreadable file, missing column, non-numeric data, too few
-rows, bad option value) ends the program with one line on stderr and exit
-status 2.
+rows, bad option value, unwritable output path) ends the program with one line
+on stderr and exit status 2; Ctrl-C ends it with one line and status 130.
+Output paths are checked before any work starts, and every output file is
+written under a temporary name in its own directory and renamed only when the
+command succeeds, so an error or an interrupt never leaves a partial file.
+Every random choice (eigensolver starting vectors, Nystroem landmarks) is
+seeded, so a command run twice prints the same bytes.
 """
 import argparse
+import contextlib
 import csv
 import math
 import os
+import re
 import sys
+import tempfile
+import time
 
 import numpy as np
 
 EXIT_USAGE = 2
+# The shell's status for a program ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+DEFAULT_SEED = 0
+SOLVERS = ("auto", "dense", "lanczos", "arpack", "matrix-free", "nystrom")
 
 
 class CLIError(Exception):
@@ -34,6 +47,16 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {value}")
     return value
 
 
@@ -61,24 +84,175 @@ def _size_list(text):
     return sorted(set(sizes))
 
 
+# ---------------------------------------------------------------- output files
+
+
+class _Output:
+    """An output file reserved before the work starts and renamed into place at the end.
+
+    Reserving creates the temporary file next to the target, which is the
+    real test that the path can be written (a missing or read-only
+    directory, a path that is a directory); an error or Ctrl-C removes it.
+    """
+
+    def __init__(self, path, option, plot=False):
+        self.path, self.option, self.tmp = path, option, None
+        self.format = _plot_format(path, option) if plot else None
+        if os.path.isdir(path):
+            raise CLIError(f"{option} {path} is a directory")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            what = "is not a directory" if os.path.exists(folder) else "does not exist"
+            raise CLIError(f"cannot write {option} {path}: directory {folder} {what}")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise CLIError(f"cannot write {option} {path}: the file is read-only")
+        try:
+            fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                            suffix=".part")
+        except OSError as exc:
+            raise CLIError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+        os.close(fd)
+
+    def commit(self):
+        # mkstemp makes the file private (0600); give it the mode a plain
+        # open() would have, or keep that of the file it replaces.
+        try:
+            mode = os.stat(self.path).st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        try:
+            os.chmod(self.tmp, mode)
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            raise CLIError(f"cannot write {self.option} {self.path}: "
+                           f"{exc.strerror or exc}") from None
+        self.tmp = None
+
+    def discard(self):
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+
+def _plot_format(path, option):
+    """The image format matplotlib infers from the extension, checked before any work."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(path)[1][1:].lower()
+    fmt = ext or matplotlib.rcParams["savefig.format"]
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in supported:
+        raise CLIError(f"{option} {path}: unknown image format {fmt!r} "
+                       f"(use one of {', '.join(sorted(supported))})")
+    return fmt
+
+
+class _Outputs:
+    """The command's output files: all reserved up front, all renamed at the end."""
+
+    def __init__(self):
+        self.files = []
+
+    def add(self, path, option, plot=False):
+        if path is None:
+            return None
+        for other in self.files:
+            if os.path.abspath(other.path) == os.path.abspath(path):
+                raise CLIError(f"{option} and {other.option} are the same file {path}")
+        out = _Output(path, option, plot)
+        self.files.append(out)
+        return out
+
+    def commit(self):
+        for out in self.files:
+            out.commit()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for out in self.files:
+            out.discard()
+        return False
+
+
 # ---------------------------------------------------------------- CSV input
 
 
-def _is_number(cell):
+# Not int() in a try block: on CPython 3.11 a failing int(str) inside
+# `try ... except ValueError` loses a KeyboardInterrupt that arrives meanwhile
+# (11 Ctrl-C out of 11 in a loop over "1.5e-01"), and the header scan runs it
+# on every cell.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _number_kind(cell):
+    """"int", "float" or None (not a number)."""
     try:
         float(cell)
     except ValueError:
-        return False
-    return True
+        return None
+    return "int" if _INTEGER.fullmatch(cell) else "float"
 
 
-def _has_header(first):
-    """The first row is a header when none of its cells is a number.
+def _numbered_names(cells):
+    """Consecutive integers, as spreadsheets and pandas name columns (2019,2020 or 0,1,2).
 
-    A data row has at least one numeric feature, so this never mistakes data
-    for a header, and a typo in the first data row is reported, not skipped.
+    Two of them count only next to a text cell (2019,2020,label): a data row
+    like 1,2 is too common.
     """
-    return not any(_is_number(c) for c in first)
+    ints = [int(c) for c in cells if _number_kind(c) == "int"]
+    if not all(b == a + 1 for a, b in zip(ints, ints[1:])):
+        return False
+    has_text = any(_number_kind(c) is None for c in cells)
+    return len(ints) >= 3 or (len(ints) == 2 and has_text)
+
+
+def _looks_like_header(first, data, label_column):
+    """Whether the first row names the columns (see the kpca --help text).
+
+    The first row is a header when it contains the --label-column name, or
+    has no number in it.  Otherwise each of its cells votes: a name when it
+    is text above a numeric column, an integer above a column with decimals,
+    one of consecutive integers (_numbered_names), or a new value above a
+    text column whose values repeat; data when it is a number of the same kind as the numbers
+    below, or a value found in the text column below.  More name votes make
+    it a header; a tie keeps it as data, so that a typo in the first data row
+    is reported rather than silently taken for a header.  Names are distinct:
+    a first row with a repeated cell is data.
+    """
+    if label_column is not None and _number_kind(label_column) is None and label_column in first:
+        return True
+    kinds = [_number_kind(c) for c in first]
+    if all(k is None for k in kinds):
+        return True
+    if not data or len(set(first)) < len(first):
+        return False
+    numbered = _numbered_names(first)
+    votes = 0
+    for j, cell in enumerate(first):
+        column = [row[j] for row in data]
+        column_kinds = {_number_kind(c) for c in column}
+        if None not in column_kinds:
+            if kinds[j] is None:
+                votes += 1
+            elif kinds[j] == "int" and ("float" in column_kinds or numbered):
+                votes += 1
+            else:
+                votes -= 1
+        else:
+            values = set(column)
+            if cell in values:
+                votes -= 1
+            elif len(values) < len(column):
+                votes += 1
+    return votes > 0
 
 
 def _resolve_column(label_column, names, ncols, path):
@@ -88,7 +262,8 @@ def _resolve_column(label_column, names, ncols, path):
         index = int(label_column)
     except ValueError:
         known = (f"; columns are {', '.join(names)}" if names is not None
-                 else " (the file has no header row)")
+                 else f" (read with no header row, so columns are numbered 0 to {ncols - 1}; "
+                      "pass --header if the first row names them)")
         raise CLIError(f"label column {label_column!r} not found in {path}{known}") from None
     if not 0 <= index < ncols:
         raise CLIError(f"label column index {index} is out of range: {path} has {ncols} columns "
@@ -96,19 +271,34 @@ def _resolve_column(label_column, names, ncols, path):
     return index
 
 
-def read_csv(path, label_column=None):
-    """(X float64 array, labels or None, label column name or None) from a CSV file.
+class Table:
+    """What read_csv found: features X, labels, the label column's name, the header decision."""
 
-    The header row is optional and detected; the label column (name or 0-based
+    def __init__(self, X, labels, label_name, header, header_detected, first_row):
+        self.X, self.labels, self.label_name = X, labels, label_name
+        self.header, self.header_detected = header, header_detected
+        self.first_row = first_row
+
+
+def read_csv(path, label_column=None, header=None):
+    """A Table from a CSV file (UTF-8, with or without a byte-order mark).
+
+    header: True/False says whether the first row names the columns; None
+    detects it (_looks_like_header).  The label column (name or 0-based
     index) is removed from the features.
     """
     try:
-        with open(path, newline="") as f:
+        # utf-8-sig drops the byte-order mark spreadsheets put in front of
+        # the first cell, which would otherwise make it neither a number nor
+        # the column's name.
+        with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
             rows = [(reader.line_num, [c.strip() for c in row])
                     for row in reader if any(c.strip() for c in row)]
     except FileNotFoundError:
         raise CLIError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CLIError(f"{path} is a directory, not a CSV file") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CLIError(f"cannot read {path}: {exc}") from None
     if not rows:
@@ -119,15 +309,18 @@ def read_csv(path, label_column=None):
         if len(row) != ncols:
             raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row "
                            f"has {ncols}")
-    named = _has_header(rows[0][1])
-    if named:
+    first_row = rows[0][1]
+    detected = header is None
+    if detected:
+        header = _looks_like_header(rows[0][1], [r for _, r in rows[1:]], label_column)
+    if header:
         names, rows = rows[0][1], rows[1:]
     else:
         names = [f"x{j}" for j in range(ncols)]
 
     label_index = None
     if label_column is not None:
-        label_index = _resolve_column(label_column, names if named else None, ncols, path)
+        label_index = _resolve_column(label_column, names if header else None, ncols, path)
     feature_cols = [j for j in range(ncols) if j != label_index]
     if not feature_cols:
         raise CLIError(f"{path} has no feature columns besides the label column")
@@ -140,8 +333,12 @@ def read_csv(path, label_column=None):
             try:
                 X[i, k] = float(row[j])
             except ValueError:
-                hint = ("" if label_column is not None
-                        else " (use --label-column for a class column)")
+                hints = []
+                if label_column is None:
+                    hints.append("use --label-column for a class column")
+                if line == 1 and detected:
+                    hints.append("pass --header if the first row names the columns")
+                hint = f" ({'; '.join(hints)})" if hints else ""
                 raise CLIError(f"{path}, line {line}, column {names[j]!r}: non-numeric value "
                                f"{row[j]!r}{hint}") from None
             if not math.isfinite(X[i, k]):
@@ -149,7 +346,7 @@ def read_csv(path, label_column=None):
                                "is not finite")
     labels = None if label_index is None else [row[label_index] for _, row in rows]
     label_name = None if label_index is None else names[label_index]
-    return X, labels, label_name
+    return Table(X, labels, label_name, header, detected, first_row)
 
 
 # ---------------------------------------------------------------- shared helpers
@@ -170,6 +367,19 @@ def loo_1nn_accuracy(estimator, X, y):
 
     model = make_pipeline(StandardScaler(), clone(estimator), KNeighborsClassifier(n_neighbors=1))
     return float(np.mean(cross_val_score(model, X, y, cv=LeaveOneOut())))
+
+
+def between_class_share(z, y):
+    """eta^2 of each column of z: between-class sum of squares over total sum of squares.
+
+    The share of a projection's variance that the class means account for,
+    in [0, 1] for each direction separately.
+    """
+    z = np.asarray(z, dtype=np.float64)
+    y = np.asarray(y)
+    dev = z - z.mean(axis=0)
+    between = sum(np.sum(y == c) * dev[y == c].mean(axis=0) ** 2 for c in np.unique(y))
+    return between / np.sum(dev ** 2, axis=0)
 
 
 def _pyplot():
@@ -204,11 +414,27 @@ def _unique_in_order(values):
         return sorted(set(values.tolist()))
 
 
-def _save(fig, path):
+def _save(fig, out):
     try:
-        fig.savefig(path, dpi=120)
+        fig.savefig(out.tmp, dpi=120, format=out.format, metadata=_plot_metadata(out.format))
     except OSError as exc:
-        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise CLIError(f"cannot write {out.option} {out.path}: {exc.strerror or exc}") from None
+
+
+def _plot_metadata(fmt):
+    # PDF and SVG embed the creation date unless told not to; without it the
+    # same data give the same bytes.
+    if fmt == "pdf":
+        return {"CreationDate": None}
+    if fmt == "svg":
+        return {"Date": None}
+    return None
+
+
+def _fmt_vals(values, pct=False):
+    if pct:
+        return "[" + ", ".join(f"{v:.1%}" for v in values) + "]"
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
 # ---------------------------------------------------------------- demo
@@ -221,14 +447,19 @@ CULTIVARS = ("cultivar 1 (class_0)", "cultivar 2 (class_1)", "cultivar 3 (class_
 def cmd_demo(args):
     from fastkern import _bench
 
-    # 178 samples: one thread is fastest, more only add synchronisation
-    # (and on a busy machine, oversubscription) to each of the ~360 fits.
-    threads = 1 if args.threads is None else args.threads
-    with _bench.blas_threads(threads):
-        return _demo(args, threads)
+    with _Outputs() as outputs:
+        png = outputs.add(args.out_png, "--out-png", plot=True)
+        # 178 samples: one thread is fastest, more only add synchronisation
+        # (and on a busy machine, oversubscription) to each of the ~360 fits.
+        threads = 1 if args.threads is None else args.threads
+        with _bench.blas_threads(threads):
+            _demo(args, threads, png)
+        outputs.commit()
+    print(f"wrote {args.out_png}")
+    return 0
 
 
-def _demo(args, threads):
+def _demo(args, threads, png):
     from sklearn.datasets import load_wine
     from sklearn.preprocessing import StandardScaler
 
@@ -245,25 +476,32 @@ def _demo(args, threads):
     print(f"UCI wine (scikit-learn load_wine): {X.shape[0]} samples, {X.shape[1]} features, "
           f"{len(names)} cultivars; z-scored; RBF kernel, gamma = 1/{X.shape[1]} = {gamma:.4f}")
 
-    # The total variance in feature space is the trace of the centred Gram.
+    # The total variance in feature space is the trace of the centred Gram,
+    # and the eigenvalues of kernel PCA are parts of it.
     total = float(np.trace(center_gram(rbf_kernel(X, gamma=gamma, n_threads=threads))))
-    kpca = KernelPCA(n_components=2, kernel="rbf", gamma=gamma, n_threads=threads)
+    kpca = KernelPCA(n_components=2, kernel="rbf", gamma=gamma, n_threads=threads,
+                     random_state=args.seed)
     Z_pca = kpca.fit_transform(X)
     ev = np.asarray(kpca.eigenvalues_)
     share = ev / total
     acc_pca = loo_1nn_accuracy(kpca, wine.data, y)
     print(f"KernelPCA  leading eigenvalues: {_fmt_vals(ev)}  "
-          f"explained share: {_fmt_vals(share, pct=True)} (total {share.sum():.1%})")
+          f"share of the total feature-space variance: {_fmt_vals(share, pct=True)} "
+          f"(together {share.sum():.1%})")
     print(f"KernelPCA  LOO 1-NN accuracy {protocol}: {acc_pca:.4f}")
 
-    sir = KernelSIR(n_components=2, kernel="rbf", gamma=gamma, n_threads=threads)
+    sir = KernelSIR(n_components=2, kernel="rbf", gamma=gamma, n_threads=threads,
+                    random_state=args.seed)
     Z_sir = sir.fit(X, y).transform(X)
     sev = np.asarray(sir.eigenvalues_)
+    # Each SIR direction is judged on its own: the share of its variance
+    # that lies between the cultivar means.  The directions are not parts
+    # of one total, so these shares do not add up to anything.
+    eta2 = between_class_share(Z_sir, y)
     acc_sir = loo_1nn_accuracy(sir, wine.data, y)
-    # A SIR eigenvalue is the share of the variance along its direction that
-    # the cultivar means explain (between-class over total variance).
     print(f"KernelSIR  leading eigenvalues: {_fmt_vals(sev)}  "
-          f"explained share (between-cultivar / total variance): {_fmt_vals(sev, pct=True)}")
+          f"between-cultivar share of each direction's own variance "
+          f"(eta^2; each in [0, 1], not parts of one total): {_fmt_vals(eta2, pct=True)}")
     print(f"KernelSIR  LOO 1-NN accuracy {protocol}: {acc_sir:.4f}")
 
     plt = _pyplot()
@@ -271,60 +509,145 @@ def _demo(args, threads):
     labels = names[y]
     _scatter(axes[0], Z_pca, labels,
              f"Kernel PCA (RBF), LOO 1-NN accuracy {acc_pca:.3f}",
-             f"kernel PC 1 ({share[0]:.1%} of variance)",
-             f"kernel PC 2 ({share[1]:.1%} of variance)", "cultivar", CULTIVARS)
+             f"kernel PC 1 ({share[0]:.1%} of total variance)",
+             f"kernel PC 2 ({share[1]:.1%} of total variance)", "cultivar", CULTIVARS)
     _scatter(axes[1], Z_sir, labels,
              f"Kernel SIR (RBF), LOO 1-NN accuracy {acc_sir:.3f}",
-             f"kernel SIR direction 1 ({sev[0]:.1%} between-cultivar)",
-             f"kernel SIR direction 2 ({sev[1]:.1%} between-cultivar)", "cultivar", CULTIVARS)
+             f"kernel SIR direction 1\n({eta2[0]:.1%} of its variance between cultivars)",
+             f"kernel SIR direction 2\n({eta2[1]:.1%} of its variance between cultivars)",
+             "cultivar", CULTIVARS)
     fig.suptitle("UCI wine data: 178 wines from 3 cultivars, 13 chemical measurements (z-scored)")
     fig.tight_layout()
-    _save(fig, args.out_png)
+    _save(fig, png)
     plt.close(fig)
-    print(f"wrote {args.out_png}")
-    return 0
-
-
-def _fmt_vals(values, pct=False):
-    if pct:
-        return "[" + ", ".join(f"{v:.1%}" for v in values) + "]"
-    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
 # ---------------------------------------------------------------- kpca
 
 
+def _verbose_printer(enabled):
+    def say(message):
+        if enabled:
+            print(f"[fastkern kpca] {message}", file=sys.stderr, flush=True)
+    return say
+
+
 def cmd_kpca(args):
     from fastkern import _bench
 
-    X, labels, label_name = read_csv(args.data, args.label_column)
-    with _bench.blas_threads(args.threads):
-        return _kpca(args, X, labels, label_name)
+    say = _verbose_printer(args.verbose)
+    if args.out is not None and os.path.abspath(args.out) == os.path.abspath(args.data):
+        raise CLIError(f"--out {args.out} would overwrite the input file")
+    with _Outputs() as outputs:
+        # Before reading the data: outputs are checked before any work.
+        csv_out = outputs.add(args.out, "--out")
+        plot_out = outputs.add(args.plot, "--plot", plot=True)
+        t0 = time.perf_counter()
+        table = read_csv(args.data, args.label_column, args.header)
+        n, d = table.X.shape
+        header = "detected" if table.header_detected else "given"
+        say(f"read {n} rows x {d} feature columns from {args.data} in "
+            f"{time.perf_counter() - t0:.2f} s (header row: "
+            f"{'yes' if table.header else 'no'}, {header})")
+        with _bench.blas_threads(args.threads):
+            lines = _kpca(args, table, csv_out, plot_out, say)
+        outputs.commit()
+    log = sys.stderr if args.out is None else sys.stdout
+    for line in lines:
+        print(line, file=log)
+    return 0
 
 
-def _kpca(args, X, labels, label_name):
+def _standardise(X):
+    """StandardScaler's z-scores; a constant column becomes 0 (scale 1), not NaN."""
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler()
+    Xs = scaler.fit_transform(X)
+    return Xs, int(np.sum(scaler.var_ == 0))
+
+
+def participation(Z):
+    """(sum z^2)^2 / sum z^4 of each column: about how many points carry it.
+
+    Equal to n when every point is as far out as the others, to 1 when a
+    single point carries the whole component.
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    Z = Z - Z.mean(axis=0)
+    s2 = np.sum(Z ** 2, axis=0)
+    s4 = np.sum(Z ** 4, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s4 > 0, s2 ** 2 / s4, 0.0)
+
+
+# An embedding is degenerate when each of its first two components is
+# carried by fewer than this fraction of the points.  Measured on sklearn's
+# data with the RBF default gamma: unscaled wine, breast_cancer and digits
+# give 0.4-1.4% (one or a few points off a common spot); standardised, the
+# same data give 44-60%, and no other case tried (iris, diabetes, Gaussian
+# blobs, scaled or not, RBF or linear) went below 4%.
+DEGENERATE_SHARE = 0.03
+
+
+def degenerate_warning(Z, scaled, kernel):
+    """A warning line when most points of the embedding sit on one spot, else None."""
+    n = Z.shape[0]
+    shown = Z[:, :2]
+    carriers = participation(shown)
+    if n < 10 or not np.all(carriers < DEGENERATE_SHARE * n):
+        return None
+    if len(carriers) == 1:
+        which = f"PC1 is carried by about {carriers[0]:.1f}"
+    else:
+        which = f"PC1 and PC2 are carried by about {carriers[0]:.1f} and {carriers[1]:.1f}"
+    message = (f"warning: degenerate embedding: {which} of {n} points, and the other points "
+               "sit near one spot")
+    tips = []
+    if not scaled:
+        tips.append("standardise the columns (drop --no-scale)")
+    if kernel in ("rbf", "laplacian", "exponential", "sigmoid"):
+        tips.append("try a smaller --gamma (the kernel sees almost no similarity between "
+                    "the points)")
+    if tips:
+        message += "; " + " or ".join(tips)
+    return message
+
+
+def _kpca(args, table, csv_out, plot_out, say):
     from fastkern.decomposition import KernelPCA
 
+    X, labels, label_name = table.X, table.labels, table.label_name
     n, d = X.shape
     if n < 2:
         raise CLIError(f"{args.data} has {n} data row; kernel PCA needs at least 2")
     if args.components > n - 1:
         raise CLIError(f"--components {args.components} needs at least {args.components + 1} "
                        f"data rows; {args.data} has {n}")
-    kpca = KernelPCA(n_components=args.components, kernel=args.kernel, gamma=args.gamma,
-                     n_threads=args.threads, verbose=args.verbose)
-    Z = kpca.fit_transform(X)
+    constant = 0
+    if args.scale:
+        X, constant = _standardise(X)
+        say(f"standardised {d} columns to mean 0, variance 1 ({constant} constant column(s) "
+            "set to 0)")
+    gamma = 1.0 / d if args.gamma is None else args.gamma
+    kpca = KernelPCA(n_components=args.components, kernel=args.kernel, gamma=gamma,
+                     eigen_solver=args.solver, n_threads=args.threads, verbose=args.verbose,
+                     random_state=args.seed)
+    say(f"fitting: kernel {args.kernel}, gamma {gamma:.4g}, solver {args.solver}, "
+        f"{args.components} component(s), seed {args.seed}")
+    t0 = time.perf_counter()
+    # stdout may be the projection CSV: whatever a solver prints goes to stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        Z = kpca.fit_transform(X)
+    solver = getattr(kpca, "_fit_solver", args.solver)
+    say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {solver})")
 
     header = [f"PC{k + 1}" for k in range(args.components)]
     if labels is not None:
         header.append(label_name)
-    out = sys.stdout if args.out is None else None
+    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
     try:
-        f = out or open(args.out, "w", newline="")
-    except OSError as exc:
-        raise CLIError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    try:
-        w = csv.writer(f, lineterminator="\n")
+        w = csv.writer(out, lineterminator="\n")
         w.writerow(header)
         for i in range(n):
             row = [repr(float(v)) for v in Z[i]]
@@ -332,16 +655,27 @@ def _kpca(args, X, labels, label_name):
                 row.append(labels[i])
             w.writerow(row)
     finally:
-        if out is None:
-            f.close()
+        if csv_out is not None:
+            out.close()
 
-    log = sys.stderr if args.out is None else sys.stdout
-    ev = np.asarray(kpca.eigenvalues_)
-    print(f"kernel PCA ({args.kernel}) of {n} samples x {d} features: eigenvalues {_fmt_vals(ev)}",
-          file=log)
-    if args.out is not None:
-        print(f"wrote {args.out} ({n} rows x {len(header)} columns)", file=log)
-    if args.plot is not None:
+    if args.scale:
+        constants = f", {constant} constant set to 0" if constant else ""
+        scaling = f"columns standardised (mean 0, variance 1{constants}; --no-scale to turn off)"
+    else:
+        scaling = "columns not scaled (--no-scale)"
+    lines = [f"kernel PCA ({args.kernel}, gamma {gamma:.4g}, solver {solver}, seed {args.seed}) "
+             f"of {n} samples x {d} features, {scaling}: eigenvalues "
+             f"{_fmt_vals(np.asarray(kpca.eigenvalues_))}"]
+    if (table.header and table.header_detected
+            and any(_number_kind(c) is not None for c in table.first_row)):
+        lines.append(f"first row {','.join(table.first_row)} taken as column names "
+                     "(detected; --no-header reads it as data)")
+    warning = degenerate_warning(Z, args.scale, args.kernel)
+    if warning is not None:
+        print(f"fastkern kpca: {warning}", file=sys.stderr)
+    if csv_out is not None:
+        lines.append(f"wrote {args.out} ({n} rows x {len(header)} columns)")
+    if plot_out is not None:
         plt = _pyplot()
         fig, ax = plt.subplots(figsize=(6.4, 5.2))
         if args.components >= 2:
@@ -350,13 +684,14 @@ def _kpca(args, X, labels, label_name):
         else:
             P = np.column_stack([Z[:, 0], np.arange(n)])
             ylabel = "sample index"
-        title = f"Kernel PCA ({args.kernel}) of {os.path.basename(args.data)}"
+        scaled = "standardised columns" if args.scale else "unscaled columns"
+        title = f"Kernel PCA ({args.kernel}) of {os.path.basename(args.data)}, {scaled}"
         _scatter(ax, P, labels, title, "PC1", ylabel, label_name)
         fig.tight_layout()
-        _save(fig, args.plot)
+        _save(fig, plot_out)
         plt.close(fig)
-        print(f"wrote {args.plot}", file=log)
-    return 0
+        lines.append(f"wrote {args.plot}")
+    return lines
 
 
 # ---------------------------------------------------------------- bench
@@ -368,38 +703,71 @@ QUICK_SIZES = [60, 120]
 def cmd_bench(args):
     from fastkern import _bench
 
-    sizes = args.sizes or (QUICK_SIZES if args.quick else [1000, 4000, 8000])
-    info = _bench.machine_info(args.threads)
-    print(_bench.describe_machine(info))
-    print(f"tasks: RBF Gram (d={_bench.N_FEATURES}), centering of that Gram, KernelPCA "
-          f"({_bench.N_COMPONENTS} components), KernelRidge (alpha={_bench.RIDGE_ALPHA}); "
-          f"naive loop at N={min(sizes)} only")
-    print(_bench.MEMORY_NOTE[info["memory_method"]])
-    sys.stdout.flush()
-    min_time = 0.02 if args.quick else 0.3
-    try:
-        results = _bench.run_suite(sizes, n_threads=args.threads, min_time=min_time,
-                                   progress=_bench.progress_printer())
-    except _bench.MeasurementError as exc:
-        raise CLIError(str(exc)) from None
-    print()
-    print(_bench.format_table(results))
-    if args.json is not None:
+    with _Outputs() as outputs:
+        json_out = outputs.add(args.json, "--json")
+        plot_out = outputs.add(args.plot, "--plot", plot=True)
+        sizes = args.sizes or (QUICK_SIZES if args.quick else [1000, 4000, 8000])
+        info = _bench.machine_info(args.threads)
+        print(_bench.describe_machine(info))
+        print(f"tasks: RBF Gram (d={_bench.N_FEATURES}), centering of that Gram, KernelPCA "
+              f"({_bench.N_COMPONENTS} components), KernelRidge (alpha={_bench.RIDGE_ALPHA}); "
+              f"naive loop at N={min(sizes)} only")
+        print(_bench.MEMORY_NOTE[info["memory_method"]])
+        sys.stdout.flush()
+        min_time = 0.02 if args.quick else 0.3
         try:
-            _bench.write_json(args.json, results, info, sizes)
-        except OSError as exc:
-            raise CLIError(f"cannot write {args.json}: {exc.strerror or exc}") from None
-        print(f"wrote {args.json}")
-    if args.plot is not None:
-        try:
-            _bench.plot_results(results, args.plot, info)
-        except OSError as exc:
-            raise CLIError(f"cannot write {args.plot}: {exc.strerror or exc}") from None
-        print(f"wrote {args.plot}")
+            results = _bench.run_suite(sizes, n_threads=args.threads, min_time=min_time,
+                                       progress=_bench.progress_printer())
+        except _bench.MeasurementError as exc:
+            raise CLIError(str(exc)) from None
+        print()
+        print(_bench.format_table(results))
+        if json_out is not None:
+            try:
+                _bench.write_json(json_out.tmp, results, info, sizes)
+            except OSError as exc:
+                raise CLIError(f"cannot write --json {args.json}: {exc.strerror or exc}") from None
+        if plot_out is not None:
+            try:
+                _bench.plot_results(results, plot_out.tmp, info, format=plot_out.format)
+            except OSError as exc:
+                raise CLIError(f"cannot write --plot {args.plot}: {exc.strerror or exc}") from None
+        outputs.commit()
+    for path in (args.json, args.plot):
+        if path is not None:
+            print(f"wrote {path}")
     return 0
 
 
 # ---------------------------------------------------------------- parser
+
+
+KPCA_DESCRIPTION = """\
+Kernel PCA of the numeric columns of a CSV file (UTF-8, a byte-order mark is
+fine). Writes the projection as CSV to stdout, or to --out; everything else
+(the summary, --verbose progress, warnings) goes to stderr, so stdout stays
+clean CSV.
+
+Columns are standardised to mean 0 and variance 1 before the kernel is
+applied (--scale, the default; a constant column becomes 0): on raw
+measurements in different units a kernel with gamma = 1/features sees almost
+no similarity between points and puts nearly all of them at one spot.
+--no-scale uses the values as they are. A warning is printed when the
+embedding is degenerate (its first components carried by a few points).
+
+A header row is optional and detected: the first row is a header when it
+contains the --label-column name or no number at all; otherwise its cells
+vote, a cell counting as a name when it is text above a numeric column, an
+integer above a column with decimals, one of consecutive integers (three or
+more like 0,1,2, or two next to a text cell like 2019,2020,label), or a new
+value above a repeating text column, and as data when it is a number like
+those below it or a value found in its text column. More name votes make it
+a header; a tie or a repeated cell makes it data. A first row with numbers
+in it that is taken as a header is reported. --header or --no-header
+overrides the detection.
+
+Random choices (starting vectors, Nystroem landmarks) use --seed, so two runs
+give the same output."""
 
 
 def build_parser():
@@ -413,6 +781,10 @@ def build_parser():
     demo_common.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                              help="threads for the kernels and BLAS (default: 1; the wine data "
                                   "are too small to gain from more)")
+    seed = _Parser(add_help=False)
+    seed.add_argument("--seed", type=_seed, default=DEFAULT_SEED, metavar="S",
+                      help=f"random seed of the estimators (default: {DEFAULT_SEED}); the same "
+                           "seed gives the same output")
 
     parser = _Parser(prog="fastkern",
                      description="Fast kernel methods: kernel PCA, kernel SIR, benchmarks.")
@@ -423,19 +795,20 @@ def build_parser():
     sub.required = True
 
     demo = sub.add_parser(
-        "demo", parents=[demo_common], help="kernel PCA and kernel SIR of the UCI wine data",
+        "demo", parents=[demo_common, seed],
+        help="kernel PCA and kernel SIR of the UCI wine data",
         description="Kernel PCA and KernelSIR of the UCI wine data shipped with scikit-learn "
-                    "(z-scored, RBF kernel): leading eigenvalues, explained share, "
-                    "leave-one-out 1-NN accuracy of both 2-D projections, and a scatter plot.")
+                    "(z-scored, RBF kernel): leading eigenvalues, the share of the total "
+                    "feature-space variance of each kernel PC, the between-cultivar share "
+                    "(eta^2) of each SIR direction's variance, leave-one-out 1-NN accuracy "
+                    "of both 2-D projections, and a scatter plot.")
     demo.add_argument("--out-png", default="fastkern-demo.png", metavar="PATH",
                       help="where to write the plot (default: fastkern-demo.png)")
     demo.set_defaults(func=cmd_demo)
 
     kpca = sub.add_parser(
-        "kpca", parents=[common], help="kernel PCA of a CSV file",
-        description="Kernel PCA of the numeric columns of a CSV file. A header row is "
-                    "optional: a first row without any number in it is taken as one. Writes the "
-                    "projection as CSV (to stdout without --out).")
+        "kpca", parents=[common, seed], help="kernel PCA of a CSV file",
+        description=KPCA_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     kpca.add_argument("data", metavar="DATA.csv", help="input CSV file")
     kpca.add_argument("--kernel", default="rbf",
                       choices=["rbf", "linear", "poly", "laplacian", "sigmoid", "exponential"],
@@ -444,13 +817,22 @@ def build_parser():
                       help="kernel coefficient (default: 1 / number of features)")
     kpca.add_argument("--components", type=_positive_int, default=2, metavar="K",
                       help="number of components (default: 2)")
+    kpca.add_argument("--solver", default="auto", choices=SOLVERS,
+                      help="eigensolver (KernelPCA's eigen_solver; default: auto)")
+    kpca.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
+                      help="standardise each feature column to mean 0, variance 1 before the "
+                           "kernel (default: on; --no-scale uses the raw values)")
+    kpca.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                      help="the first row names the columns (--header) or is data "
+                           "(--no-header); default: detected")
     kpca.add_argument("--label-column", default=None, metavar="C",
                       help="class column (name or 0-based index): not a feature, colours the plot")
     kpca.add_argument("--out", default=None, metavar="PROJ.csv",
                       help="projection CSV to write (default: stdout)")
     kpca.add_argument("--plot", default=None, metavar="PROJ.png",
                       help="scatter plot of the first two components")
-    kpca.add_argument("--verbose", action="store_true", help="report the eigensolver's progress")
+    kpca.add_argument("--verbose", action="store_true",
+                      help="report reading, scaling and the eigensolver's progress on stderr")
     kpca.set_defaults(func=cmd_kpca)
 
     bench = sub.add_parser(
@@ -470,17 +852,24 @@ def build_parser():
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    command = "fastkern"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        command = f"fastkern {args.command}"
         return args.func(args)
+    except KeyboardInterrupt:
+        # One line, no traceback; the outputs' temporary files are already
+        # gone (_Outputs.__exit__ ran on the way out).
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except CLIError as exc:
-        print(f"fastkern {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{command}: error: {exc}", file=sys.stderr)
     except (ValueError, TypeError) as exc:
         # Parameter checks in the estimators name the offending argument.
-        print(f"fastkern {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{command}: error: {exc}", file=sys.stderr)
     except MemoryError:
-        print(f"fastkern {args.command}: error: out of memory", file=sys.stderr)
+        print(f"{command}: error: out of memory", file=sys.stderr)
     except BrokenPipeError:
         # The reader (e.g. `| head`) has gone: stop quietly, and keep Python's
         # final flush of stdout from raising again.
