@@ -4,26 +4,58 @@ Set FASTKERN_NO_OPENMP=1 to force a serial build (used to test the fallback) and
 FASTKERN_BOUNDSCHECK=1 for a debug build with bounds checking.
 """
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
 
 from setuptools import Extension, setup
-from setuptools._distutils.ccompiler import new_compiler
-from setuptools._distutils.errors import CompileError, LinkError
-from setuptools._distutils.sysconfig import customize_compiler
+from setuptools.command.build_ext import build_ext
 
 
-def openmp_flags():
+def _compiler_kind(compiler):
+    """'msvc', 'clang' or 'gcc': flags follow the compiler, not the platform."""
+    if compiler.compiler_type == "msvc":
+        return "msvc"
+    cc = compiler.compiler_so[0] if getattr(compiler, "compiler_so", None) else "cc"
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True,
+                                 timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "gcc"
+    return "clang" if "clang" in version.lower() else "gcc"
+
+
+def _libomp_prefixes():
+    """Where a Homebrew (or user-given) libomp may live: Apple clang has no OpenMP runtime."""
+    prefixes = [os.environ["FASTKERN_LIBOMP_PREFIX"]] if "FASTKERN_LIBOMP_PREFIX" in os.environ else []
+    try:
+        out = subprocess.run(["brew", "--prefix", "libomp"], capture_output=True, text=True,
+                             timeout=60)
+        if out.returncode == 0 and out.stdout.strip():
+            prefixes.append(out.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    prefixes += ["/opt/homebrew/opt/libomp", "/usr/local/opt/libomp"]
+    return [p for p in prefixes if os.path.isdir(p)]
+
+
+def _candidates(kind):
+    """(compile_args, link_args) pairs that may enable OpenMP, best first."""
+    if kind == "msvc":
+        return [(["/openmp"], [])]
+    if kind == "gcc":
+        return [(["-fopenmp"], ["-fopenmp"])]
+    # LLVM clang ships libomp; Apple clang needs -Xpreprocessor and an external libomp.
+    found = [(["-Xpreprocessor", "-fopenmp", f"-I{p}/include"], [f"-L{p}/lib", "-lomp"])
+             for p in _libomp_prefixes()]
+    return [(["-fopenmp"], ["-fopenmp"])] + found + [(["-Xpreprocessor", "-fopenmp"], ["-lomp"])]
+
+
+def openmp_flags(compiler, kind):
     """Return (compile_args, link_args) that enable OpenMP, or ([], []) if unavailable."""
     if os.environ.get("FASTKERN_NO_OPENMP"):
         return [], []
-    if sys.platform == "win32":
-        candidates = [(["/openmp"], [])]
-    elif sys.platform == "darwin":
-        candidates = [(["-Xpreprocessor", "-fopenmp"], ["-lomp"]), (["-fopenmp"], ["-fopenmp"])]
-    else:
-        candidates = [(["-fopenmp"], ["-fopenmp"])]
     code = textwrap.dedent(
         """
         #include <omp.h>
@@ -35,36 +67,52 @@ def openmp_flags():
         }
         """
     )
-    compiler = new_compiler()
-    customize_compiler(compiler)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "check_openmp.c")
         with open(src, "w") as f:
             f.write(code)
-        for cflags, lflags in candidates:
+        for cflags, lflags in _candidates(kind):
             try:
                 objs = compiler.compile([src], output_dir=tmp, extra_postargs=cflags)
                 compiler.link_executable(objs, "check_openmp", output_dir=tmp, extra_postargs=lflags)
-            except (CompileError, LinkError):
+            # Not (CompileError, LinkError): stdlib distutils and setuptools'
+            # copy define different classes, and which one build_ext's compiler
+            # raises depends on the setuptools version and import order.
+            except Exception:
                 continue
             return cflags, lflags
     return [], []
 
 
+# -O3 so GCC vectorises the kernel maps; no -march=native / -ffast-math: the
+# wheel must run on any CPU of its architecture and keep IEEE semantics (SIMD
+# paths are picked at run time with target_clones in src/fk_maps.h).
+OPT_FLAGS = {
+    "msvc": ["/O2"],
+    "gcc": ["-O3", "-fno-math-errno", "-fno-trapping-math"],
+    "clang": ["-O3", "-fno-math-errno", "-fno-trapping-math"],
+}
+
+
+class BuildExt(build_ext):
+    """Pick optimisation and OpenMP flags for the compiler actually used."""
+
+    def build_extensions(self):
+        kind = _compiler_kind(self.compiler)
+        omp_c, omp_l = openmp_flags(self.compiler, kind)
+        if not omp_c:
+            print("fastkern: OpenMP not available, building serial extensions", file=sys.stderr)
+        for ext in self.extensions:
+            ext.extra_compile_args = OPT_FLAGS[kind] + omp_c + ext.extra_compile_args
+            ext.extra_link_args = omp_l + ext.extra_link_args
+        super().build_extensions()
+
+
 def extensions():
     from Cython.Build import cythonize
 
-    omp_c, omp_l = openmp_flags()
-    if not omp_c:
-        print("fastkern: OpenMP not available, building serial extensions", file=sys.stderr)
-    # -O3 so GCC vectorises the kernel maps; no -march=native / -ffast-math: the
-    # wheel must run on any x86-64 and keep IEEE semantics (SIMD paths are picked
-    # at run time with target_clones in src/fk_maps.h).
-    opt = [] if sys.platform == "win32" else ["-O3", "-fno-math-errno", "-fno-trapping-math"]
     common = dict(
         include_dirs=["fastkern/src"],
-        extra_compile_args=opt + omp_c,
-        extra_link_args=omp_l,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
     names = ["_openmp", "_batches", "_gram", "_centering", "_matfree"]
@@ -83,4 +131,4 @@ def extensions():
     )
 
 
-setup(ext_modules=extensions())
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

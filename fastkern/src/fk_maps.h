@@ -20,7 +20,22 @@
 #include <string.h>
 #include <stddef.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* Portable spellings: MSVC has neither GNU attributes nor C99 `restrict`. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define FK_INLINE static __forceinline
+#define FK_RESTRICT __restrict
+#elif defined(__GNUC__)
+#define FK_INLINE static inline __attribute__((always_inline))
+#define FK_RESTRICT __restrict__
+#else
+#define FK_INLINE static inline
+#define FK_RESTRICT
+#endif
+
+/* target_clones resolves the clone through an ifunc, which only glibc's loader
+ * implements (musl's rejects the IRELATIVE relocation at load time), so the
+ * test is glibc, not Linux.  __GLIBC__ comes from the headers included above. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
 #define FK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define FK_CLONES
@@ -29,7 +44,7 @@
 /* Longest row segment a map is called on; Cython tiles never exceed it. */
 #define FK_MAX_SEG 1024
 
-static inline __attribute__((always_inline)) double fk_exp1_d(double x)
+FK_INLINE double fk_exp1_d(double x)
 {
     /* 1.5 * 2^52: adding it rounds x*log2(e) to an integer held in the low bits. */
     const double magic = 6755399441055744.0;
@@ -68,7 +83,7 @@ static inline __attribute__((always_inline)) double fk_exp1_d(double x)
     return p * s1 * s2;
 }
 
-static inline __attribute__((always_inline)) float fk_exp1_f(float x)
+FK_INLINE float fk_exp1_f(float x)
 {
     const float magic = 12582912.0f;             /* 1.5 * 2^23 */
     x = x < -104.0f ? -104.0f : x;
@@ -124,8 +139,8 @@ typedef T fk_v_##S __attribute__((vector_size(FK_VBYTES)));                     
 typedef IT fk_vi_##S __attribute__((vector_size(FK_VBYTES)));                              \
 typedef double fk_vw_##S __attribute__((vector_size(FK_VBYTES / sizeof(T) * 8)));          \
 enum { FK_LANES_##S = FK_VBYTES / sizeof(T) };                                             \
-static inline __attribute__((always_inline)) void                                   \
-fk_chunk_##S(const T *restrict x, const T *restrict yt, ptrdiff_t ld, ptrdiff_t k0, \
+FK_INLINE void                                   \
+fk_chunk_##S(const T *FK_RESTRICT x, const T *FK_RESTRICT yt, ptrdiff_t ld, ptrdiff_t k0, \
              ptrdiff_t k1, ptrdiff_t j, int l1, fk_v_##S *a0, fk_v_##S *a1)         \
 {                                                                                   \
     const fk_vi_##S absmask = ~((fk_vi_##S){0} + ((IT)1 << (8 * sizeof(T) - 1)));   \
@@ -146,9 +161,9 @@ fk_chunk_##S(const T *restrict x, const T *restrict yt, ptrdiff_t ld, ptrdiff_t 
     *a0 = s0;                                                                       \
     *a1 = s1;                                                                       \
 }                                                                                   \
-static inline __attribute__((always_inline)) ptrdiff_t                              \
-fk_blocks_##S(const T *restrict x, const T *restrict yt, ptrdiff_t ld, ptrdiff_t d, \
-              ptrdiff_t n, T *restrict out, int l1)                                 \
+FK_INLINE ptrdiff_t                              \
+fk_blocks_##S(const T *FK_RESTRICT x, const T *FK_RESTRICT yt, ptrdiff_t ld, ptrdiff_t d, \
+              ptrdiff_t n, T *FK_RESTRICT out, int l1)                                 \
 {                                                                                   \
     ptrdiff_t j = 0;                                                                \
     for (; j + 2 * FK_LANES_##S <= n; j += 2 * FK_LANES_##S) {                      \
@@ -192,7 +207,7 @@ FK_DEFINE_BLOCKS(float, f, int32_t)
 /* One definition per precision T (double/float), suffix S (d/f). */
 #define FK_DEFINE_MAPS(T, S)                                                        \
 /* x[j] = exp(scale * x[j]) */                                                      \
-FK_CLONES static void fk_vexp_##S(T *restrict x, ptrdiff_t n, T scale)             \
+FK_CLONES static void fk_vexp_##S(T *FK_RESTRICT x, ptrdiff_t n, T scale)             \
 {                                                                                   \
     for (ptrdiff_t j = 0; j < n; j++) x[j] = fk_exp1_##S(scale * x[j]);             \
 }                                                                                   \
@@ -203,7 +218,7 @@ FK_CLONES static void fk_vexp_##S(T *restrict x, ptrdiff_t n, T scale)          
    |x|^2 + |y_j|^2 the expansion has cancelled most of its digits: out[j] is        \
    set to -1 instead, for the caller to recompute directly.  out may be g           \
    itself when T is double (no restrict). */                                        \
-FK_CLONES static void fk_rbf_dot_##S(const double *g, T *out, const double *restrict yn, \
+FK_CLONES static void fk_rbf_dot_##S(const double *g, T *out, const double *FK_RESTRICT yn, \
                                      double xn, double gamma, ptrdiff_t n)          \
 {                                                                                   \
     for (ptrdiff_t j = 0; j < n; j++) {                                             \
@@ -215,9 +230,9 @@ FK_CLONES static void fk_rbf_dot_##S(const double *g, T *out, const double *rest
 }                                                                                   \
                                                                                     \
 /* out[j] = sum_k (x[k] - yt[k*ld + j])^2 ; yt is Y transposed (features x rows). */ \
-FK_CLONES static void fk_sqdist_row_##S(const T *restrict x, const T *restrict yt,  \
+FK_CLONES static void fk_sqdist_row_##S(const T *FK_RESTRICT x, const T *FK_RESTRICT yt,  \
                                         ptrdiff_t ld, ptrdiff_t d, ptrdiff_t n,     \
-                                        T *restrict out)                            \
+                                        T *FK_RESTRICT out)                            \
 {                                                                                   \
     ptrdiff_t j = FK_SQDIST_BLOCKS_##S(x, yt, ld, d, n, out);                       \
     /* The columns left over, in the same chunks as the blocks. */                  \
@@ -234,9 +249,9 @@ FK_CLONES static void fk_sqdist_row_##S(const T *restrict x, const T *restrict y
 }                                                                                   \
                                                                                     \
 /* out[j] = sum_k |x[k] - yt[k*ld + j]| */                                          \
-FK_CLONES static void fk_l1dist_row_##S(const T *restrict x, const T *restrict yt,  \
+FK_CLONES static void fk_l1dist_row_##S(const T *FK_RESTRICT x, const T *FK_RESTRICT yt,  \
                                         ptrdiff_t ld, ptrdiff_t d, ptrdiff_t n,     \
-                                        T *restrict out)                            \
+                                        T *FK_RESTRICT out)                            \
 {                                                                                   \
     ptrdiff_t j = FK_L1DIST_BLOCKS_##S(x, yt, ld, d, n, out);                       \
     for (; j < n; j++) {                                                            \
@@ -256,7 +271,7 @@ FK_CLONES static void fk_l1dist_row_##S(const T *restrict x, const T *restrict y
                                                                                     \
 /* g[j] = (gamma g[j] + coef0)^degree for an integer degree >= 1, by squaring     \
    (n <= FK_MAX_SEG). */                                                            \
-FK_CLONES static void fk_ipow_##S(T *restrict g, ptrdiff_t n, T gamma, T coef0,     \
+FK_CLONES static void fk_ipow_##S(T *FK_RESTRICT g, ptrdiff_t n, T gamma, T coef0,     \
                                   long degree)                                      \
 {                                                                                   \
     T base[FK_MAX_SEG];                                                             \
@@ -269,7 +284,7 @@ FK_CLONES static void fk_ipow_##S(T *restrict g, ptrdiff_t n, T gamma, T coef0, 
 }                                                                                   \
                                                                                     \
 /* g[j] = gamma g[j] + coef0, the affine part of the polynomial/sigmoid maps */   \
-FK_CLONES static void fk_affine_##S(T *restrict g, ptrdiff_t n, T gamma, T coef0)  \
+FK_CLONES static void fk_affine_##S(T *FK_RESTRICT g, ptrdiff_t n, T gamma, T coef0)  \
 {                                                                                   \
     for (ptrdiff_t j = 0; j < n; j++) g[j] = gamma * g[j] + coef0;                  \
 }
