@@ -1,4 +1,4 @@
-"""The CI floors job installs .ci/floors.txt; it must pin exactly pyproject's floors."""
+"""The CI wheel job installs .ci/floors.txt; it must pin exactly pyproject's floors."""
 import re
 from pathlib import Path
 
