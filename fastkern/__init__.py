@@ -1,9 +1,6 @@
 """fastkern: fast kernel methods with Cython/OpenMP Gram matrices."""
-import warnings
-
 __version__ = "0.1.0"
 
-from fastkern import _openmp
 from fastkern._config import config_info, show_config
 from fastkern.centering import KernelCenterer, center_gram
 from fastkern.decomposition import KernelPCA
@@ -20,14 +17,6 @@ from fastkern.pairwise import (
     sigmoid_kernel,
 )
 from fastkern.sir import KernelSIR, SlicedInverseRegression
-
-if not _openmp.openmp_enabled():
-    warnings.warn(
-        "fastkern was built without OpenMP: kernels run on one thread "
-        "(see fastkern.show_config())",
-        RuntimeWarning,
-        stacklevel=2,
-    )
 
 __all__ = [
     "KernelCenterer",

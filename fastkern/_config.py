@@ -2,6 +2,7 @@
 import sys
 
 from fastkern import _openmp
+from fastkern._threads import default_n_threads
 
 
 def config_info():
@@ -32,7 +33,7 @@ def config_info():
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "openmp": _openmp.openmp_enabled(),
-        "threads": _openmp.max_threads(),
+        "threads": default_n_threads(),
         "cores": os.cpu_count(),
         "blas": blas,
     }

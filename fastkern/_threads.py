@@ -5,10 +5,32 @@ there (no nested oversubscription); estimators hold BLAS/LAPACK to their
 ``n_threads`` so that one parameter bounds all the threads they use.
 """
 import contextlib
+import functools
+import os
 import threading
 
 _controller = None
 _controller_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def default_n_threads():
+    """Threads used for n_threads=None, as scikit-learn's _openmp_effective_n_threads.
+
+    OMP_NUM_THREADS, when set, wins.  Otherwise OpenMP's default (all CPUs in
+    this process's affinity mask) capped by joblib's cpu_count, which also
+    honours a container's CPU quota (cgroups): a container limited to 2 CPUs
+    on a 64-core host must not start 64 threads.  Cached: neither changes
+    while a process runs.
+    """
+    from fastkern import _openmp
+
+    n = _openmp.max_threads()
+    if not os.environ.get("OMP_NUM_THREADS"):
+        from joblib import cpu_count
+
+        n = min(n, cpu_count())
+    return max(1, n)
 
 
 def blas_limit(n_threads):

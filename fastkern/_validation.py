@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 from fastkern import _openmp
+from fastkern._threads import default_n_threads
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
@@ -18,14 +19,39 @@ _FINITE_CHUNK = 1 << 20
 
 
 def check_n_threads(n_threads):
-    """Normalise n_threads: None means OpenMP's default (OMP_NUM_THREADS or all cores)."""
+    """Normalise n_threads: None means _threads.default_n_threads()."""
     if n_threads is None:
-        return max(1, _openmp.max_threads())
+        return default_n_threads()
     if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, numbers.Integral):
         raise TypeError(f"n_threads must be None or a positive integer, got {n_threads!r}")
     if n_threads < 1:
         raise ValueError(f"n_threads must be None or a positive integer, got {n_threads}")
+    if n_threads > 1:
+        _warn_if_serial(n_threads)
     return int(n_threads)
+
+
+_serial_warned = False
+
+
+def _warn_if_serial(n_threads):
+    """Say once per process that a serial build ignores n_threads > 1.
+
+    Not at import: a serial build is reported by the build itself and by
+    show_config(), and a user who never asks for threads loses nothing.
+    """
+    global _serial_warned
+    if _serial_warned or _openmp.openmp_enabled():
+        return
+    _serial_warned = True
+    import warnings
+
+    warnings.warn(
+        f"fastkern was built without OpenMP: n_threads={n_threads} runs on one thread "
+        "(see fastkern.show_config())",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def check_int(value, name, low, *, allow_none=False):

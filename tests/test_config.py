@@ -7,6 +7,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import scipy
 
 import fastkern
@@ -91,6 +92,30 @@ def test_omp_num_threads_shown_by_show_config():
     assert "default threads: 1 of" in text
 
 
-def test_default_n_threads_is_openmp_default():
-    assert check_n_threads(None) == max(1, _openmp.max_threads())
+def test_default_n_threads_is_openmp_default_within_the_cpu_quota():
+    from joblib import cpu_count
+
+    assert check_n_threads(None) == max(1, min(_openmp.max_threads(), cpu_count()))
     assert check_n_threads(5) == 5
+
+
+def test_default_n_threads_honours_a_container_cpu_quota(monkeypatch):
+    # A cgroup quota is what joblib.cpu_count reads and OpenMP does not.
+    import joblib
+
+    from fastkern import _threads
+
+    if _openmp.max_threads() < 2:
+        pytest.skip("needs OpenMP with 2 or more default threads")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(joblib, "cpu_count", lambda *a, **k: 1)
+    _threads.default_n_threads.cache_clear()
+    try:
+        assert check_n_threads(None) == 1
+        # OMP_NUM_THREADS set by the user wins over the quota, as in scikit-learn.
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        _threads.default_n_threads.cache_clear()
+        assert check_n_threads(None) == _openmp.max_threads()
+    finally:
+        monkeypatch.undo()
+        _threads.default_n_threads.cache_clear()
