@@ -34,7 +34,7 @@ def _pins():
 @pytest.mark.skipif(not (ROOT / ".ci" / "floors.txt").exists(), reason="not a source checkout")
 def test_floors_file_pins_pyproject_floors():
     floors, pins = _pyproject_floors(), _pins()
-    runtime = ["numpy", "scipy", "scikit-learn", "threadpoolctl", "matplotlib", "dask",
+    runtime = ["numpy", "scipy", "scikit-learn", "threadpoolctl", "joblib", "matplotlib", "dask",
                "distributed", "pandas"]
     for name in runtime:
         assert name in floors, f"pyproject.toml has no floor for {name}"
