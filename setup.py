@@ -67,7 +67,7 @@ def extensions():
         extra_link_args=omp_l,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
-    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree"]
+    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_sparse"]
     exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in names]
     boundscheck = bool(os.environ.get("FASTKERN_BOUNDSCHECK"))
     return cythonize(

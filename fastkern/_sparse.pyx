@@ -1,0 +1,369 @@
+"""Gram matrices of sparse (CSR) data, OpenMP-parallel, never densifying the input.
+
+X . Y^T is formed tile by tile (TILE x TILE) into a thread-local float64
+buffer, in two parts:
+
+* Sparse part (Gustavson's algorithm): each stored x_ik of a row of the tile
+  is multiplied into column k of Y (Y in CSC form, restricted to the tile's
+  columns) and added to the buffer row.  Its cost is the number of non-zero
+  products, sum_k nnz(X[:, k]) nnz(Y[:, k]), and the buffer stays in L2.  The
+  alternative, scattering x_i into a dense length-d buffer and gathering it
+  against every row of Y, costs n nnz(Y) whatever the overlap: on the
+  TF-IDF-like benchmark (benchmarks/bench_sparse.py, 8000 x 50000, 0.2%,
+  Zipf columns) 4.3e9 gathers against 0.9e9 products.
+* Dense part: with Zipf-like column popularity a few columns (frequent terms)
+  make most of the products (benchmark: the 64 most frequent, 93%).  A
+  column present in a fraction f_x of X's rows and f_y of Y's costs f_x f_y
+  scattered products per entry of K, against one multiply-add of a gemm, about
+  DENSE_GAIN times cheaper: columns with f_x f_y > 1 / DENSE_GAIN (at most
+  MAX_DENSE of them) are copied into small dense blocks (n x K and m x K
+  float64) and their share of every tile comes from one dgemm.
+
+A row tile of X is one work item (a strip): it walks the column tiles in
+order, each (row, entry) keeping a cursor into its CSC column, so no column
+is searched more than once per strip.  The finished tile is mapped by the
+same element-wise maps as the dense path (src/fk_maps.h) and streamed to the
+Gram matrix (src/fk_stream.h); when Y is X only tiles on and above the
+diagonal are computed, and each is also streamed, transposed, to its mirror.
+
+Accuracy: RBF forms d2 = |x|^2 + |y|^2 - 2 x.y in float64 (float32 data too,
+as scikit-learn upcasts), clamped at 0.  Sparse data cannot be centred (that
+would make it dense), so the dense BLAS path's second safeguard does all the
+work: an entry whose d2 is below 1/16 of |x|^2 + |y|^2 has cancelled most of
+its digits and is recomputed from the differences of the two rows (a merge of
+their sorted index lists).  The diagonal of K(X, X) is exactly 1.  Laplacian's
+L1 distances are computed directly by the same merge, per pair, as
+scikit-learn's sparse manhattan_distances.
+
+Inputs are validated and canonicalised (CSR, sorted indices, no duplicates,
+one index dtype) by fastkern.pairwise before any code here runs.
+"""
+from cython cimport floating
+from cython.parallel cimport prange, parallel
+from libc.math cimport exp, tanh, pow, fabs
+from scipy.linalg.cython_blas cimport dgemm
+
+import numpy as np
+
+cdef extern from "fk_stream.h" nogil:
+    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
+    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
+    void fk_store_fence()
+
+from fastkern._batches cimport Batches
+from fastkern._openmp cimport omp_get_thread_num
+from fastkern._gram cimport (
+    KernelSpec, make_spec, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_SIGMOID, K_EXPONENTIAL,
+)
+from fastkern._maps cimport (
+    FK_MAX_SEG, fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_ipow_d, fk_ipow_f,
+    fk_affine_d, fk_affine_f,
+)
+
+# Tiles are TILE x TILE (a gemm of that size runs near peak, and the float64
+# buffer, 512 KB, stays in L2).
+TILE = 256
+# A scattered product costs about this many gemm multiply-adds (measured on
+# the 2-core dev machine: 1.6 ns against 0.1 ns).
+DENSE_GAIN = 16
+# Bounds the dense blocks to (n + m) x 256 float64, O(n) memory.
+MAX_DENSE = 256
+
+ctypedef fused index_t:
+    int
+    long long
+
+def row_sq_norms(const floating[::1] data, const index_t[::1] indptr, int n_threads):
+    """Squared L2 norm of each row of a CSR matrix, in float64."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i, p
+    cdef double s
+    norms = np.empty(n)
+    cdef double[::1] out = norms
+    if data.shape[0] == 0:
+        norms[:] = 0
+        return norms
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule='static'):
+            s = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                s = s + (<double> data[p]) * data[p]
+            out[i] = s
+    return norms
+
+
+cdef inline Py_ssize_t _lower_bound(const index_t *a, Py_ssize_t lo, Py_ssize_t hi,
+                                    Py_ssize_t v) noexcept nogil:
+    """First position in the sorted a[lo:hi] holding a value >= v."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef double _merge_dist(const floating *xd, const index_t *xi, Py_ssize_t xa, Py_ssize_t xb,
+                        const floating *yd, const index_t *yi, Py_ssize_t ya, Py_ssize_t yb,
+                        bint l1) noexcept nogil:
+    """|x - y|^2 (or |x - y|_1 if l1) of two sparse rows with sorted, unique indices.
+
+    Each term is a difference of the raw coordinates, as the dense direct path.
+    """
+    cdef Py_ssize_t p = xa, q = ya
+    cdef double s = 0.0, t
+    while p < xb or q < yb:
+        if q >= yb or (p < xb and xi[p] < yi[q]):
+            t = xd[p]
+            p += 1
+        elif p >= xb or yi[q] < xi[p]:
+            t = yd[q]
+            q += 1
+        else:
+            t = (<double> xd[p]) - yd[q]
+            p += 1
+            q += 1
+        s = s + (fabs(t) if l1 else t * t)
+    return s
+
+
+cdef void _map_dot(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """Inner products -> kernel values in place: the rule of _gram's BLAS path."""
+    cdef Py_ssize_t j, j0, len_
+    cdef int kind = spec.kind
+    if kind == K_LINEAR:
+        return
+    if kind == K_EXPONENTIAL:
+        if floating is double:
+            fk_vexp_d(g, n, spec.gamma)
+        else:
+            fk_vexp_f(g, n, <float> spec.gamma)
+    elif kind == K_POLY and spec.idegree > 0:
+        # fk_ipow keeps a stack buffer of FK_MAX_SEG values.
+        j0 = 0
+        while j0 < n:
+            len_ = min(<Py_ssize_t> FK_MAX_SEG, n - j0)
+            if floating is double:
+                fk_ipow_d(g + j0, len_, spec.gamma, spec.coef0, spec.idegree)
+            else:
+                fk_ipow_f(g + j0, len_, <float> spec.gamma, <float> spec.coef0, spec.idegree)
+            j0 += len_
+    else:
+        if floating is double:
+            fk_affine_d(g, n, spec.gamma, spec.coef0)
+        else:
+            fk_affine_f(g, n, <float> spec.gamma, <float> spec.coef0)
+        if kind == K_POLY:
+            for j in range(n):
+                g[j] = pow(g[j], spec.degree)
+        else:
+            for j in range(n):
+                g[j] = tanh(g[j])
+
+
+cdef inline const floating *_ptr(const floating[::1] a) noexcept nogil:
+    return &a[0] if a.shape[0] > 0 else NULL
+
+
+cdef inline const index_t *_iptr(const index_t[::1] a) noexcept nogil:
+    return &a[0] if a.shape[0] > 0 else NULL
+
+
+cdef inline void _gemm_nt(const double *A, const double *B, double *C, int bi, int bj,
+                          int k, int ldc) noexcept nogil:
+    """C[bi x bj, row-major] = A[bi x k] . B[bj x k]^T (operands swapped for BLAS)."""
+    cdef char ta = b'T'
+    cdef char tb = b'N'
+    cdef double one = 1.0, zero = 0.0
+    dgemm(&ta, &tb, &bj, &bi, &k, &one, <double *> B, &k, <double *> A, &k, &zero, C, &ldc)
+
+
+cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
+                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
+                         bint transpose) noexcept nogil:
+    if floating is double:
+        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+    else:
+        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+
+
+cdef void _strip(Py_ssize_t I, Py_ssize_t n, Py_ssize_t m, Py_ssize_t tile,
+                 const floating *xd, const index_t *xi, const index_t *xp,
+                 const floating *yd, const index_t *yi, const index_t *yp,
+                 const floating *cd, const index_t *ci, const index_t *cp,
+                 const int *dense_pos, const double *Xd, const double *Yd, int kd,
+                 const double *xn, const double *yn,
+                 double *G, floating *tbuf, floating *tscr, Py_ssize_t *cur,
+                 floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
+    """Rows [I tile, (I + 1) tile) of K: every column tile (J >= I when symmetric)."""
+    cdef Py_ssize_t i0 = I * tile, bi = min(tile, n - i0), i, j, j0, jend, bj, p, p0, q, q1
+    cdef Py_ssize_t J, J0 = I if symmetric else 0
+    cdef Py_ssize_t nbj = (m + tile - 1) // tile
+    cdef double v
+    cdef double *g
+    cdef floating *row
+    cdef bint diag
+    p0 = xp[i0]
+    if spec.kind != K_LAPLACIAN:
+        # Cursors of the sparse part: each (row, entry) at the first row of its
+        # Y column in the first column tile.
+        for i in range(i0, i0 + bi):
+            for p in range(xp[i], xp[i + 1]):
+                if dense_pos[xi[p]] < 0:
+                    cur[p - p0] = _lower_bound(ci, cp[xi[p]], cp[xi[p] + 1], J0 * tile)
+    for J in range(J0, nbj):
+        j0 = J * tile
+        bj = min(tile, m - j0)
+        jend = j0 + bj
+        diag = symmetric and I == J
+        if spec.kind == K_LAPLACIAN:
+            for i in range(bi):
+                row = tbuf + i * bj
+                for j in range(bj):
+                    row[j] = <floating> _merge_dist(xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                                                    yd, yi, yp[j0 + j], yp[j0 + j + 1], True)
+                if floating is double:
+                    fk_vexp_d(row, bj, -spec.gamma)
+                else:
+                    fk_vexp_f(row, bj, <float> -spec.gamma)
+        else:
+            if kd > 0:
+                _gemm_nt(Xd + i0 * kd, Yd + j0 * kd, G, <int> bi, <int> bj, kd, <int> bj)
+            else:
+                for j in range(bi * bj):
+                    G[j] = 0.0
+            for i in range(bi):
+                g = G + i * bj - j0
+                for p in range(xp[i0 + i], xp[i0 + i + 1]):
+                    if dense_pos[xi[p]] >= 0:
+                        continue
+                    v = xd[p]
+                    q = cur[p - p0]
+                    q1 = cp[xi[p] + 1]
+                    while q < q1 and ci[q] < jend:
+                        g[ci[q]] += v * cd[q]
+                        q = q + 1
+                    cur[p - p0] = q
+            for i in range(bi):
+                g = G + i * bj
+                row = tbuf + i * bj
+                if spec.kind == K_RBF:
+                    if floating is double:
+                        fk_rbf_dot_d(g, row, yn + j0, xn[i0 + i], spec.gamma, bj)
+                    else:
+                        fk_rbf_dot_f(g, row, yn + j0, xn[i0 + i], spec.gamma, bj)
+                    # Entries the map flagged (-1) as cancelled: direct differences.
+                    for j in range(bj):
+                        if row[j] < 0:
+                            row[j] = <floating> exp(-spec.gamma * _merge_dist(
+                                xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                                yd, yi, yp[j0 + j], yp[j0 + j + 1], False))
+                    if diag:
+                        row[i] = 1
+                else:
+                    for j in range(bj):
+                        row[j] = <floating> g[j]
+                    _map_dot(row, bj, spec)
+        if diag:
+            # K(X, X) exactly symmetric: the upper half of the tile is copied down.
+            for i in range(bi):
+                for j in range(i):
+                    tbuf[i * bj + j] = tbuf[j * bj + i]
+        _stream(tbuf, bj, out + i0 * m + j0, m, bi, bj, tscr, False)
+        if symmetric and not diag:
+            _stream(tbuf, bj, out + j0 * m + i0, m, bi, bj, tscr, True)
+
+
+def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
+          const floating[::1] yd, const index_t[::1] yi, const index_t[::1] yp,
+          const floating[::1] cd, const index_t[::1] ci, const index_t[::1] cp,
+          const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
+          const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
+          int kind, double gamma, double coef0, double degree, bint symmetric,
+          Py_ssize_t max_strip_nnz, int n_threads):
+    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], tile = TILE, I
+    cdef Py_ssize_t nbi = (n + tile - 1) // tile
+    cdef int tid, kd = Xd.shape[1]
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
+    cdef bint lap = kind == K_LAPLACIAN
+    cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else tile * tile))
+    dtype = np.float64 if floating is double else np.float32
+    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
+    cdef Py_ssize_t[:, ::1] curs = np.empty((n_threads, max(1, max_strip_nnz)), dtype=np.intp)
+    cdef const floating *xdp = _ptr(xd)
+    cdef const floating *ydp = _ptr(yd)
+    cdef const floating *cdp = _ptr(cd)
+    cdef const index_t *xip = _iptr(xi)
+    cdef const index_t *yip = _iptr(yi)
+    cdef const index_t *cip = _iptr(ci)
+    cdef const double *Xdp = &Xd[0, 0] if kd > 0 else NULL
+    cdef const double *Ydp = &Yd[0, 0] if kd > 0 else NULL
+    cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
+    cdef const double *ynp = &yn[0] if kind == K_RBF else NULL
+
+    # Strips in time-bounded batches, each one parallel region, so Ctrl-C is
+    # seen between them (fastkern._batches).  dynamic: when Y is X, strip I
+    # does nbi - I tiles.
+    cdef Batches batches = Batches(nbi, n_threads)
+    while batches.next():
+        with nogil, parallel(num_threads=n_threads):
+            tid = omp_get_thread_num()
+            for I in prange(batches.start, batches.stop, schedule='dynamic'):
+                _strip(I, n, m, tile, xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
+                       &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0], &bufs[tid, 0, 0],
+                       &bufs[tid, 1, 0], &curs[tid, 0], &out[0, 0], &spec, symmetric)
+            fk_store_fence()
+    return np.asarray(out)
+
+
+def _dense_columns(X, Y, symmetric):
+    """Columns worth a gemm (see the module docstring), most frequent first."""
+    cx = np.bincount(X.indices, minlength=X.shape[1])
+    cy = cx if symmetric else np.bincount(Y.indices, minlength=Y.shape[1])
+    score = (cx / X.shape[0]) * (cy / Y.shape[0])
+    cols = np.flatnonzero(score * DENSE_GAIN > 1)
+    return cols[np.argsort(-score[cols], kind="stable")][:MAX_DENSE]
+
+
+def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
+         int n_threads):
+    """Fill out with k(X, Y) for canonical CSR X and Y of out's dtype.
+
+    X and Y are validated by fastkern.pairwise (sorted unique indices, finite
+    data); symmetric means Y is X.  BLAS must be held to one thread.
+    """
+    lap = kind == K_LAPLACIAN
+    d = X.shape[1]
+    dense_pos = np.full(d, -1, dtype=np.intc)
+    if lap:
+        C = Y
+        Xd = Yd = np.empty((0, 0))
+    else:
+        cols = _dense_columns(X, Y, symmetric)
+        dense_pos[cols] = np.arange(cols.size, dtype=np.intc)
+        Xd = np.ascontiguousarray(X[:, cols].toarray(), dtype=np.float64)
+        Yd = Xd if symmetric else np.ascontiguousarray(Y[:, cols].toarray(), dtype=np.float64)
+        if cols.size == 0:
+            Xd = Yd = np.empty((0, 0))
+        # Y's columns for the sparse part (scipy's CSR -> CSC transpose is a
+        # counting sort: its row indices come out sorted).  O(nnz(Y) + d).
+        C = Y.tocsc()
+    itype = np.result_type(X.indices, Y.indices, C.indices, X.indptr, Y.indptr, C.indptr)
+
+    def idx(a):
+        return a if a.dtype == itype else a.astype(itype)
+
+    if kind == K_RBF:
+        xn = row_sq_norms(X.data, idx(X.indptr), n_threads)
+        yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
+    else:
+        xn = yn = np.empty(0)
+    bounds = X.indptr[np.minimum(np.arange(0, X.shape[0] + TILE, TILE), X.shape[0])]
+    max_strip_nnz = int(np.diff(bounds).max())
+    return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
+                 idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), dense_pos, Xd, Yd,
+                 xn, yn, out, kind, gamma, coef0, degree, symmetric, max_strip_nnz,
+                 n_threads)
