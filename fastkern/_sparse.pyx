@@ -1,7 +1,7 @@
 """Gram matrices of sparse (CSR) data, OpenMP-parallel, never densifying the input.
 
-X . Y^T is formed tile by tile (TILE x TILE) into a thread-local float64
-buffer, in two parts:
+X . Y^T is formed tile by tile (up to TILE x TILE) into a thread-local
+float64 buffer, in two parts:
 
 * Sparse part (Gustavson's algorithm): each stored x_ik of a row of the tile
   is multiplied into column k of Y (Y in CSC form, restricted to the tile's
@@ -19,9 +19,10 @@ buffer, in two parts:
   MAX_DENSE of them) are copied into small dense blocks (n x K and m x K
   float64) and their share of every tile comes from one dgemm.
 
-A row tile of X is one work item (a strip): it walks the column tiles in
-order, each (row, entry) keeping a cursor into its CSC column, so no column
-is searched more than once per strip.  The finished tile is mapped by the
+A work item is a row tile of X and a few consecutive column tiles: it walks
+them in order, each (row, entry) keeping a cursor into its CSC column, so a
+column is searched once per item, not once per tile.  Tiles shrink when an
+entry costs much (``_tiling``) so that one item stays short.  The finished tile is mapped by the
 same element-wise maps as the dense path (src/fk_maps.h) and streamed to the
 Gram matrix (src/fk_stream.h); when Y is X only tiles on and above the
 diagonal are computed, and each is also streamed, transposed, to its mirror.
@@ -70,6 +71,9 @@ TILE = 256
 DENSE_GAIN = 16
 # Bounds the dense blocks to (n + m) x 256 float64, O(n) memory.
 MAX_DENSE = 256
+# Work of one item, in scattered products: about 20 ms of one core.
+MAX_ITEM_WORK = 1 << 23
+MIN_TILE = 16
 
 ctypedef fused index_t:
     int
@@ -190,7 +194,8 @@ cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ss
         fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
 
 
-cdef void _strip(Py_ssize_t I, Py_ssize_t n, Py_ssize_t m, Py_ssize_t tile,
+cdef void _strip(Py_ssize_t I, Py_ssize_t J0, Py_ssize_t J1, Py_ssize_t n, Py_ssize_t m,
+                 Py_ssize_t tile,
                  const floating *xd, const index_t *xi, const index_t *xp,
                  const floating *yd, const index_t *yi, const index_t *yp,
                  const floating *cd, const index_t *ci, const index_t *cp,
@@ -198,10 +203,9 @@ cdef void _strip(Py_ssize_t I, Py_ssize_t n, Py_ssize_t m, Py_ssize_t tile,
                  const double *xn, const double *yn,
                  double *G, floating *tbuf, floating *tscr, Py_ssize_t *cur,
                  floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
-    """Rows [I tile, (I + 1) tile) of K: every column tile (J >= I when symmetric)."""
+    """Rows [I tile, (I + 1) tile) of K, column tiles J0 <= J < J1 (J0 >= I when symmetric)."""
     cdef Py_ssize_t i0 = I * tile, bi = min(tile, n - i0), i, j, j0, jend, bj, p, p0, q, q1
-    cdef Py_ssize_t J, J0 = I if symmetric else 0
-    cdef Py_ssize_t nbj = (m + tile - 1) // tile
+    cdef Py_ssize_t J
     cdef double v
     cdef double *g
     cdef floating *row
@@ -214,7 +218,7 @@ cdef void _strip(Py_ssize_t I, Py_ssize_t n, Py_ssize_t m, Py_ssize_t tile,
             for p in range(xp[i], xp[i + 1]):
                 if dense_pos[xi[p]] < 0:
                     cur[p - p0] = _lower_bound(ci, cp[xi[p]], cp[xi[p] + 1], J0 * tile)
-    for J in range(J0, nbj):
+    for J in range(J0, J1):
         j0 = J * tile
         bj = min(tile, m - j0)
         jend = j0 + bj
@@ -283,9 +287,9 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
           const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
           const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
           int kind, double gamma, double coef0, double degree, bint symmetric,
-          Py_ssize_t max_strip_nnz, int n_threads):
-    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], tile = TILE, I
-    cdef Py_ssize_t nbi = (n + tile - 1) // tile
+          Py_ssize_t tile, Py_ssize_t chunk, Py_ssize_t max_strip_nnz, int n_threads):
+    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t
+    cdef Py_ssize_t nbi = (n + tile - 1) // tile, nbj = (m + tile - 1) // tile
     cdef int tid, kd = Xd.shape[1]
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
     cdef bint lap = kind == K_LAPLACIAN
@@ -304,15 +308,24 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
     cdef const double *ynp = &yn[0] if kind == K_RBF else NULL
 
-    # Strips in time-bounded batches, each one parallel region, so Ctrl-C is
-    # seen between them (fastkern._batches).  dynamic: when Y is X, strip I
-    # does nbi - I tiles.
-    cdef Batches batches = Batches(nbi, n_threads)
+    # Work items: a row tile I and `chunk` consecutive column tiles from J0
+    # (the upper triangle of tiles when symmetric), as (I, J0) pairs.
+    first = np.arange(nbi) if symmetric else np.zeros(nbi, dtype=np.intp)
+    counts = (nbj - first + chunk - 1) // chunk
+    rows = np.repeat(np.arange(nbi), counts)
+    within = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    cdef Py_ssize_t[:, ::1] items = np.ascontiguousarray(
+        np.stack([rows, first[rows] + within * chunk], axis=1), dtype=np.intp)
+    # Items in time-bounded batches, each one parallel region, so Ctrl-C is
+    # seen between them (fastkern._batches).  dynamic: the work of an item
+    # varies (diagonal tiles, the last chunk of a row).
+    cdef Batches batches = Batches(items.shape[0], n_threads)
     while batches.next():
         with nogil, parallel(num_threads=n_threads):
             tid = omp_get_thread_num()
-            for I in prange(batches.start, batches.stop, schedule='dynamic'):
-                _strip(I, n, m, tile, xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
+            for t in prange(batches.start, batches.stop, schedule='dynamic'):
+                _strip(items[t, 0], items[t, 1], min(nbj, items[t, 1] + chunk), n, m, tile,
+                       xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
                        &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0], &bufs[tid, 0, 0],
                        &bufs[tid, 1, 0], &curs[tid, 0], &out[0, 0], &spec, symmetric)
             fk_store_fence()
@@ -326,6 +339,30 @@ def _dense_columns(X, Y, symmetric):
     score = (cx / X.shape[0]) * (cy / Y.shape[0])
     cols = np.flatnonzero(score * DENSE_GAIN > 1)
     return cols[np.argsort(-score[cols], kind="stable")][:MAX_DENSE]
+
+
+def _tiling(X, Y, cols, laplacian):
+    """(tile, chunk): tile edge and column tiles per work item, from the work per entry.
+
+    A work item must stay short (Ctrl-C is seen between batches of items):
+    tile^2 * chunk * (cost of one entry) <= MAX_ITEM_WORK, in scattered
+    products (a merge step costs about one).  Product items run `chunk`
+    column tiles so that their cursors (one binary search per stored entry of
+    the row tile) are set once for several tiles.
+    """
+    if laplacian:
+        per_entry = X.nnz / X.shape[0] + Y.nnz / Y.shape[0]
+        chunk = 1
+    else:
+        cx = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
+        cy = cx if X is Y else np.bincount(Y.indices, minlength=Y.shape[1])
+        cx[cols] = 0
+        per_entry = (cx @ cy) / (X.shape[0] * Y.shape[0]) + cols.size / DENSE_GAIN
+        chunk = 8
+    tile = TILE
+    while tile > MIN_TILE and tile * tile * chunk * per_entry > MAX_ITEM_WORK:
+        tile //= 2
+    return tile, chunk
 
 
 def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
@@ -361,9 +398,10 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
         yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
     else:
         xn = yn = np.empty(0)
-    bounds = X.indptr[np.minimum(np.arange(0, X.shape[0] + TILE, TILE), X.shape[0])]
+    tile, chunk = _tiling(X, Y, np.flatnonzero(dense_pos >= 0), lap)
+    bounds = X.indptr[np.minimum(np.arange(0, X.shape[0] + tile, tile), X.shape[0])]
     max_strip_nnz = int(np.diff(bounds).max())
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
                  idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), dense_pos, Xd, Yd,
-                 xn, yn, out, kind, gamma, coef0, degree, symmetric, max_strip_nnz,
-                 n_threads)
+                 xn, yn, out, kind, gamma, coef0, degree, symmetric, tile, chunk,
+                 max_strip_nnz, n_threads)
