@@ -201,23 +201,37 @@ cdef void _strip(Py_ssize_t I, Py_ssize_t J0, Py_ssize_t J1, Py_ssize_t n, Py_ss
                  const floating *cd, const index_t *ci, const index_t *cp,
                  const int *dense_pos, const double *Xd, const double *Yd, int kd,
                  const double *xn, const double *yn,
-                 double *G, floating *tbuf, floating *tscr, Py_ssize_t *cur,
-                 floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
+                 double *G, floating *tbuf, floating *tscr, Py_ssize_t *cur, double *vals,
+                 Py_ssize_t max_nnz, floating *out, const KernelSpec *spec,
+                 bint symmetric) noexcept nogil:
     """Rows [I tile, (I + 1) tile) of K, column tiles J0 <= J < J1 (J0 >= I when symmetric)."""
-    cdef Py_ssize_t i0 = I * tile, bi = min(tile, n - i0), i, j, j0, jend, bj, p, p0, q, q1
+    cdef Py_ssize_t i0 = I * tile, bi = min(tile, n - i0), i, j, j0, jend, bj, p, q, q1
     cdef Py_ssize_t J
     cdef double v
     cdef double *g
     cdef floating *row
     cdef bint diag
-    p0 = xp[i0]
+    cdef Py_ssize_t e, ne = 0, k
+    cdef Py_ssize_t *q_end = cur + max_nnz
+    cdef Py_ssize_t *rs = cur + 2 * max_nnz
     if spec.kind != K_LAPLACIAN:
-        # Cursors of the sparse part: each (row, entry) at the first row of its
-        # Y column in the first column tile.
-        for i in range(i0, i0 + bi):
-            for p in range(xp[i], xp[i + 1]):
-                if dense_pos[xi[p]] < 0:
-                    cur[p - p0] = _lower_bound(ci, cp[xi[p]], cp[xi[p] + 1], J0 * tile)
+        # The sparse part's entries of the row tile, compacted once per item:
+        # value, cursor (the first row of its Y column in column tile J0) and
+        # end, so the tiles below read them in sequence instead of looking up
+        # dense_pos and cp (random reads) for every tile.
+        for i in range(bi):
+            rs[i] = ne
+            for p in range(xp[i0 + i], xp[i0 + i + 1]):
+                k = xi[p]
+                if dense_pos[k] >= 0:
+                    continue
+                q = _lower_bound(ci, cp[k], cp[k + 1], J0 * tile)
+                if q < cp[k + 1]:
+                    cur[ne] = q
+                    q_end[ne] = cp[k + 1]
+                    vals[ne] = xd[p]
+                    ne = ne + 1
+        rs[bi] = ne
     for J in range(J0, J1):
         j0 = J * tile
         bj = min(tile, m - j0)
@@ -241,16 +255,14 @@ cdef void _strip(Py_ssize_t I, Py_ssize_t J0, Py_ssize_t J1, Py_ssize_t n, Py_ss
                     G[j] = 0.0
             for i in range(bi):
                 g = G + i * bj - j0
-                for p in range(xp[i0 + i], xp[i0 + i + 1]):
-                    if dense_pos[xi[p]] >= 0:
-                        continue
-                    v = xd[p]
-                    q = cur[p - p0]
-                    q1 = cp[xi[p] + 1]
+                for e in range(rs[i], rs[i + 1]):
+                    v = vals[e]
+                    q = cur[e]
+                    q1 = q_end[e]
                     while q < q1 and ci[q] < jend:
                         g[ci[q]] += v * cd[q]
                         q = q + 1
-                    cur[p - p0] = q
+                    cur[e] = q
             for i in range(bi):
                 g = G + i * bj
                 row = tbuf + i * bj
@@ -296,7 +308,10 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else tile * tile))
     dtype = np.float64 if floating is double else np.float32
     cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
-    cdef Py_ssize_t[:, ::1] curs = np.empty((n_threads, max(1, max_strip_nnz)), dtype=np.intp)
+    # Per thread: cursors, ends and values of a row tile's entries, row starts.
+    cdef Py_ssize_t[:, ::1] curs = np.empty((n_threads, 2 * max_strip_nnz + tile + 1),
+                                            dtype=np.intp)
+    cdef double[:, ::1] vals = np.empty((n_threads, max(1, max_strip_nnz)))
     cdef const floating *xdp = _ptr(xd)
     cdef const floating *ydp = _ptr(yd)
     cdef const floating *cdp = _ptr(cd)
@@ -327,7 +342,8 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
                 _strip(items[t, 0], items[t, 1], min(nbj, items[t, 1] + chunk), n, m, tile,
                        xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
                        &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0], &bufs[tid, 0, 0],
-                       &bufs[tid, 1, 0], &curs[tid, 0], &out[0, 0], &spec, symmetric)
+                       &bufs[tid, 1, 0], &curs[tid, 0], &vals[tid, 0], max_strip_nnz,
+                       &out[0, 0], &spec, symmetric)
             fk_store_fence()
     return np.asarray(out)
 
