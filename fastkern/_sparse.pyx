@@ -1,31 +1,31 @@
 """Gram matrices of sparse (CSR) data, OpenMP-parallel, never densifying the input.
 
-X . Y^T is formed tile by tile (up to TILE x TILE) into a thread-local
-float64 buffer, in two parts:
+K is computed in blocks of ROWS rows by up to MAX_WIDTH columns (one work
+item), X . Y^T first into a thread-local float64 buffer, in two parts:
 
-* Sparse part (Gustavson's algorithm): each stored x_ik of a row of the tile
-  is multiplied into column k of Y (Y in CSC form, restricted to the tile's
-  columns) and added to the buffer row.  Its cost is the number of non-zero
-  products, sum_k nnz(X[:, k]) nnz(Y[:, k]), and the buffer stays in L2.  The
+* Sparse part (Gustavson's algorithm, row by row): each stored x_ik is
+  multiplied into column k of Y (Y in CSC form, restricted to the block's
+  columns) and added to the buffer's row, which stays in L2.  Its cost is the
+  number of non-zero products, sum_k nnz(X[:, k]) nnz(Y[:, k]).  The
   alternative, scattering x_i into a dense length-d buffer and gathering it
   against every row of Y, costs n nnz(Y) whatever the overlap: on the
-  TF-IDF-like benchmark (benchmarks/bench_sparse.py, 8000 x 50000, 0.2%,
-  Zipf columns) 4.3e9 gathers against 0.9e9 products.
+  TF-IDF-like benchmark (benchmarks/bench_sparse.py, 8000 x 50000, 100
+  entries a row, Zipf columns) 6.4e9 gathers against 6e8 products.  Square
+  tiles with a cursor per (row, entry) were tried too: each tile re-reads
+  every cursor's column at a random place, and that cache miss per entry
+  and tile made them 1.5x slower than whole rows.
 * Dense part: with Zipf-like column popularity a few columns (frequent terms)
-  make most of the products (benchmark: the 64 most frequent, 93%).  A
+  make most of the products (benchmark: the 34 chosen make two thirds).  A
   column present in a fraction f_x of X's rows and f_y of Y's costs f_x f_y
   scattered products per entry of K, against one multiply-add of a gemm, about
   DENSE_GAIN times cheaper: columns with f_x f_y > 1 / DENSE_GAIN (at most
   MAX_DENSE of them) are copied into small dense blocks (n x K and m x K
-  float64) and their share of every tile comes from one dgemm.
+  float64) and their share of every block comes from one dgemm.
 
-A work item is a row tile of X and a few consecutive column tiles: it walks
-them in order, each (row, entry) keeping a cursor into its CSC column, so a
-column is searched once per item, not once per tile.  Tiles shrink when an
-entry costs much (``_tiling``) so that one item stays short.  The finished tile is mapped by the
-same element-wise maps as the dense path (src/fk_maps.h) and streamed to the
-Gram matrix (src/fk_stream.h); when Y is X only tiles on and above the
-diagonal are computed, and each is also streamed, transposed, to its mirror.
+The finished block is mapped by the same element-wise maps as the dense path
+(src/fk_maps.h) and streamed to the Gram matrix (src/fk_stream.h); when Y is
+X only columns from the block's first row on are computed, and each block is
+also streamed, transposed, to its mirror.
 
 Accuracy: RBF forms d2 = |x|^2 + |y|^2 - 2 x.y in float64 (float32 data too,
 as scikit-learn upcasts), clamped at 0.  Sparse data cannot be centred (that
@@ -63,9 +63,11 @@ from fastkern._maps cimport (
     fk_affine_d, fk_affine_f,
 )
 
-# Tiles are TILE x TILE (a gemm of that size runs near peak, and the float64
-# buffer, 512 KB, stays in L2).
-TILE = 256
+# A work item is ROWS rows of K by up to MAX_WIDTH columns: one row of its
+# float64 buffer (64 KB) stays in L2 while that row's products are scattered
+# into it, and the three buffers of a thread take 6 MB at most.
+ROWS = 32
+MAX_WIDTH = 8192
 # A scattered product costs about this many gemm multiply-adds (measured on
 # the 2-core dev machine: 1.6 ns against 0.1 ns).
 DENSE_GAIN = 16
@@ -73,7 +75,6 @@ DENSE_GAIN = 16
 MAX_DENSE = 256
 # Work of one item, in scattered products: about 20 ms of one core.
 MAX_ITEM_WORK = 1 << 23
-MIN_TILE = 16
 
 ctypedef fused index_t:
     int
@@ -194,103 +195,80 @@ cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ss
         fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
 
 
-cdef void _strip(Py_ssize_t I, Py_ssize_t J0, Py_ssize_t J1, Py_ssize_t n, Py_ssize_t m,
-                 Py_ssize_t tile,
+cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t m,
                  const floating *xd, const index_t *xi, const index_t *xp,
                  const floating *yd, const index_t *yi, const index_t *yp,
                  const floating *cd, const index_t *ci, const index_t *cp,
                  const int *dense_pos, const double *Xd, const double *Yd, int kd,
                  const double *xn, const double *yn,
-                 double *G, floating *tbuf, floating *tscr, Py_ssize_t *cur, double *vals,
-                 Py_ssize_t max_nnz, floating *out, const KernelSpec *spec,
-                 bint symmetric) noexcept nogil:
-    """Rows [I tile, (I + 1) tile) of K, column tiles J0 <= J < J1 (J0 >= I when symmetric)."""
-    cdef Py_ssize_t i0 = I * tile, bi = min(tile, n - i0), i, j, j0, jend, bj, p, q, q1
-    cdef Py_ssize_t J
+                 double *G, floating *tbuf, floating *tscr,
+                 floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
+    """K[i0:i0 + bi, c0:c1]; when symmetric (c0 >= i0) also its mirror K[c0:c1, i0:i0 + bi]."""
+    cdef Py_ssize_t w = c1 - c0, i, j, p, q, q1, k, skip
     cdef double v
     cdef double *g
     cdef floating *row
-    cdef bint diag
-    cdef Py_ssize_t e, ne = 0, k
-    cdef Py_ssize_t *q_end = cur + max_nnz
-    cdef Py_ssize_t *rs = cur + 2 * max_nnz
-    if spec.kind != K_LAPLACIAN:
-        # The sparse part's entries of the row tile, compacted once per item:
-        # value, cursor (the first row of its Y column in column tile J0) and
-        # end, so the tiles below read them in sequence instead of looking up
-        # dense_pos and cp (random reads) for every tile.
+    cdef bint diag = symmetric and c0 == i0
+    if spec.kind == K_LAPLACIAN:
         for i in range(bi):
-            rs[i] = ne
+            row = tbuf + i * w
+            for j in range(w):
+                row[j] = <floating> _merge_dist(xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                                                yd, yi, yp[c0 + j], yp[c0 + j + 1], True)
+            if floating is double:
+                fk_vexp_d(row, w, -spec.gamma)
+            else:
+                fk_vexp_f(row, w, <float> -spec.gamma)
+    else:
+        if kd > 0:
+            _gemm_nt(Xd + i0 * kd, Yd + c0 * kd, G, <int> bi, <int> w, kd, <int> w)
+        else:
+            for j in range(bi * w):
+                G[j] = 0.0
+        for i in range(bi):
+            # Row by row, so the scattered adds stay in one row of G (8 w bytes, L2).
+            g = G + i * w - c0
             for p in range(xp[i0 + i], xp[i0 + i + 1]):
                 k = xi[p]
                 if dense_pos[k] >= 0:
                     continue
-                q = _lower_bound(ci, cp[k], cp[k + 1], J0 * tile)
-                if q < cp[k + 1]:
-                    cur[ne] = q
-                    q_end[ne] = cp[k + 1]
-                    vals[ne] = xd[p]
-                    ne = ne + 1
-        rs[bi] = ne
-    for J in range(J0, J1):
-        j0 = J * tile
-        bj = min(tile, m - j0)
-        jend = j0 + bj
-        diag = symmetric and I == J
-        if spec.kind == K_LAPLACIAN:
-            for i in range(bi):
-                row = tbuf + i * bj
-                for j in range(bj):
-                    row[j] = <floating> _merge_dist(xd, xi, xp[i0 + i], xp[i0 + i + 1],
-                                                    yd, yi, yp[j0 + j], yp[j0 + j + 1], True)
+                v = xd[p]
+                q1 = cp[k + 1]
+                q = cp[k] if c0 == 0 else _lower_bound(ci, cp[k], q1, c0)
+                while q < q1 and ci[q] < c1:
+                    g[ci[q]] += v * cd[q]
+                    q = q + 1
+        for i in range(bi):
+            g = G + i * w
+            row = tbuf + i * w
+            if spec.kind == K_RBF:
                 if floating is double:
-                    fk_vexp_d(row, bj, -spec.gamma)
+                    fk_rbf_dot_d(g, row, yn + c0, xn[i0 + i], spec.gamma, w)
                 else:
-                    fk_vexp_f(row, bj, <float> -spec.gamma)
-        else:
-            if kd > 0:
-                _gemm_nt(Xd + i0 * kd, Yd + j0 * kd, G, <int> bi, <int> bj, kd, <int> bj)
+                    fk_rbf_dot_f(g, row, yn + c0, xn[i0 + i], spec.gamma, w)
+                # Entries the map flagged (-1) as cancelled: direct differences.
+                for j in range(w):
+                    if row[j] < 0:
+                        row[j] = <floating> exp(-spec.gamma * _merge_dist(
+                            xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                            yd, yi, yp[c0 + j], yp[c0 + j + 1], False))
+                if diag and i < w:
+                    row[i] = 1
             else:
-                for j in range(bi * bj):
-                    G[j] = 0.0
-            for i in range(bi):
-                g = G + i * bj - j0
-                for e in range(rs[i], rs[i + 1]):
-                    v = vals[e]
-                    q = cur[e]
-                    q1 = q_end[e]
-                    while q < q1 and ci[q] < jend:
-                        g[ci[q]] += v * cd[q]
-                        q = q + 1
-                    cur[e] = q
-            for i in range(bi):
-                g = G + i * bj
-                row = tbuf + i * bj
-                if spec.kind == K_RBF:
-                    if floating is double:
-                        fk_rbf_dot_d(g, row, yn + j0, xn[i0 + i], spec.gamma, bj)
-                    else:
-                        fk_rbf_dot_f(g, row, yn + j0, xn[i0 + i], spec.gamma, bj)
-                    # Entries the map flagged (-1) as cancelled: direct differences.
-                    for j in range(bj):
-                        if row[j] < 0:
-                            row[j] = <floating> exp(-spec.gamma * _merge_dist(
-                                xd, xi, xp[i0 + i], xp[i0 + i + 1],
-                                yd, yi, yp[j0 + j], yp[j0 + j + 1], False))
-                    if diag:
-                        row[i] = 1
-                else:
-                    for j in range(bj):
-                        row[j] = <floating> g[j]
-                    _map_dot(row, bj, spec)
-        if diag:
-            # K(X, X) exactly symmetric: the upper half of the tile is copied down.
-            for i in range(bi):
-                for j in range(i):
-                    tbuf[i * bj + j] = tbuf[j * bj + i]
-        _stream(tbuf, bj, out + i0 * m + j0, m, bi, bj, tscr, False)
-        if symmetric and not diag:
-            _stream(tbuf, bj, out + j0 * m + i0, m, bi, bj, tscr, True)
+                for j in range(w):
+                    row[j] = <floating> g[j]
+                _map_dot(row, w, spec)
+    skip = 0
+    if diag:
+        # The diagonal block tbuf[:, :bi] is made exactly symmetric (upper half
+        # copied down) and is not mirrored again.
+        skip = min(bi, w)
+        for i in range(skip):
+            for j in range(i):
+                tbuf[i * w + j] = tbuf[j * w + i]
+    _stream(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False)
+    if symmetric and w > skip:
+        _stream(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True)
 
 
 def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
@@ -299,19 +277,15 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
           const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
           const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
           int kind, double gamma, double coef0, double degree, bint symmetric,
-          Py_ssize_t tile, Py_ssize_t chunk, Py_ssize_t max_strip_nnz, int n_threads):
-    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t
-    cdef Py_ssize_t nbi = (n + tile - 1) // tile, nbj = (m + tile - 1) // tile
+          Py_ssize_t rows, Py_ssize_t width, int n_threads):
+    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t, i0, c0
+    cdef Py_ssize_t nbi = (n + rows - 1) // rows
     cdef int tid, kd = Xd.shape[1]
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
     cdef bint lap = kind == K_LAPLACIAN
-    cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else tile * tile))
+    cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else rows * width))
     dtype = np.float64 if floating is double else np.float32
-    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
-    # Per thread: cursors, ends and values of a row tile's entries, row starts.
-    cdef Py_ssize_t[:, ::1] curs = np.empty((n_threads, 2 * max_strip_nnz + tile + 1),
-                                            dtype=np.intp)
-    cdef double[:, ::1] vals = np.empty((n_threads, max(1, max_strip_nnz)))
+    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, rows * width), dtype=dtype)
     cdef const floating *xdp = _ptr(xd)
     cdef const floating *ydp = _ptr(yd)
     cdef const floating *cdp = _ptr(cd)
@@ -323,27 +297,29 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
     cdef const double *ynp = &yn[0] if kind == K_RBF else NULL
 
-    # Work items: a row tile I and `chunk` consecutive column tiles from J0
-    # (the upper triangle of tiles when symmetric), as (I, J0) pairs.
-    first = np.arange(nbi) if symmetric else np.zeros(nbi, dtype=np.intp)
-    counts = (nbj - first + chunk - 1) // chunk
-    rows = np.repeat(np.arange(nbi), counts)
-    within = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    # Work items (row block, first column): `rows` rows by up to `width`
+    # columns, from the block's first row on when symmetric (the upper
+    # triangle), else from column 0.
+    first = np.arange(nbi) * rows if symmetric else np.zeros(nbi, dtype=np.intp)
+    counts = (m - first + width - 1) // width
+    blocks = np.repeat(np.arange(nbi), counts)
+    within = np.arange(blocks.size) - np.repeat(np.cumsum(counts) - counts, counts)
     cdef Py_ssize_t[:, ::1] items = np.ascontiguousarray(
-        np.stack([rows, first[rows] + within * chunk], axis=1), dtype=np.intp)
+        np.stack([blocks * rows, first[blocks] + within * width], axis=1), dtype=np.intp)
     # Items in time-bounded batches, each one parallel region, so Ctrl-C is
     # seen between them (fastkern._batches).  dynamic: the work of an item
-    # varies (diagonal tiles, the last chunk of a row).
+    # varies (the last columns of a row block, rows of many entries).
     cdef Batches batches = Batches(items.shape[0], n_threads)
     while batches.next():
         with nogil, parallel(num_threads=n_threads):
             tid = omp_get_thread_num()
             for t in prange(batches.start, batches.stop, schedule='dynamic'):
-                _strip(items[t, 0], items[t, 1], min(nbj, items[t, 1] + chunk), n, m, tile,
+                i0 = items[t, 0]
+                c0 = items[t, 1]
+                _block(i0, min(rows, n - i0), c0, min(m, c0 + width), m,
                        xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
                        &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0], &bufs[tid, 0, 0],
-                       &bufs[tid, 1, 0], &curs[tid, 0], &vals[tid, 0], max_strip_nnz,
-                       &out[0, 0], &spec, symmetric)
+                       &bufs[tid, 1, 0], &out[0, 0], &spec, symmetric)
             fk_store_fence()
     return np.asarray(out)
 
@@ -357,28 +333,23 @@ def _dense_columns(X, Y, symmetric):
     return cols[np.argsort(-score[cols], kind="stable")][:MAX_DENSE]
 
 
-def _tiling(X, Y, cols, laplacian):
-    """(tile, chunk): tile edge and column tiles per work item, from the work per entry.
+def _blocking(X, Y, cols, laplacian):
+    """(rows, width) of a work item, from the work per entry of K.
 
     A work item must stay short (Ctrl-C is seen between batches of items):
-    tile^2 * chunk * (cost of one entry) <= MAX_ITEM_WORK, in scattered
-    products (a merge step costs about one).  Product items run `chunk`
-    column tiles so that their cursors (one binary search per stored entry of
-    the row tile) are set once for several tiles.
+    rows * width * (cost of one entry) <= MAX_ITEM_WORK, in scattered
+    products (a merge step costs about one, a gemm multiply-add 1 / DENSE_GAIN).
     """
     if laplacian:
         per_entry = X.nnz / X.shape[0] + Y.nnz / Y.shape[0]
-        chunk = 1
     else:
         cx = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
         cy = cx if X is Y else np.bincount(Y.indices, minlength=Y.shape[1])
         cx[cols] = 0
         per_entry = (cx @ cy) / (X.shape[0] * Y.shape[0]) + cols.size / DENSE_GAIN
-        chunk = 8
-    tile = TILE
-    while tile > MIN_TILE and tile * tile * chunk * per_entry > MAX_ITEM_WORK:
-        tile //= 2
-    return tile, chunk
+    width = int(MAX_ITEM_WORK / (ROWS * max(per_entry, 1e-3))) // ROWS * ROWS
+    # At least ROWS, so that a symmetric item's diagonal block is whole.
+    return ROWS, max(ROWS, min(width, MAX_WIDTH, Y.shape[0]))
 
 
 def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
@@ -414,10 +385,7 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
         yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
     else:
         xn = yn = np.empty(0)
-    tile, chunk = _tiling(X, Y, np.flatnonzero(dense_pos >= 0), lap)
-    bounds = X.indptr[np.minimum(np.arange(0, X.shape[0] + tile, tile), X.shape[0])]
-    max_strip_nnz = int(np.diff(bounds).max())
+    rows, width = _blocking(X, Y, np.flatnonzero(dense_pos >= 0), lap)
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
                  idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), dense_pos, Xd, Yd,
-                 xn, yn, out, kind, gamma, coef0, degree, symmetric, tile, chunk,
-                 max_strip_nnz, n_threads)
+                 xn, yn, out, kind, gamma, coef0, degree, symmetric, rows, width, n_threads)

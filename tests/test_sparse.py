@@ -132,6 +132,24 @@ def test_tile_edges(kernel, n, m):
     assert_array_equal(S, S.T)
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "laplacian", "cosine"])
+@pytest.mark.parametrize("width", [32, 96, 100])
+def test_column_blocks(kernel, width, monkeypatch):
+    """Rows split into several column blocks (and their mirrors) give the same K."""
+    X = _set(_data(301, 40, 0.1, 18), slice(None), slice(0, 2), 0.5)
+    Y = X[:250]
+    params = PARAMS[kernel]
+    monkeypatch.setattr(_sparse, "MAX_WIDTH", width)
+    assert _sparse._blocking(X, X, np.arange(2), False)[1] == width
+    S = FUNCS[kernel](X, **params)
+    assert_array_equal(S, S.T)
+    assert_allclose(S, _reference(kernel, X.toarray(), X.toarray(), params), rtol=1e-10,
+                    atol=1e-12)
+    assert_allclose(FUNCS[kernel](X, Y, **params),
+                    _reference(kernel, X.toarray(), Y.toarray(), params), rtol=1e-10,
+                    atol=1e-12)
+
+
 @pytest.mark.parametrize("kernel", ["linear", "rbf", "sigmoid"])
 def test_dense_block_and_sparse_part_agree(kernel, monkeypatch):
     """Popular columns through the gemm or through the scattered products: same K."""
@@ -330,7 +348,7 @@ def test_memory_is_the_output_alone():
     gram = n * n * 8
     _, peak = tracemalloc_peak(lambda: fastkern.rbf_kernel(X, n_threads=2))
     scratch = (3 * X.nnz * 16 + 8 * d + 16 * n + 8 * n * _sparse.MAX_DENSE
-               + 2 * 3 * 8 * _sparse.TILE ** 2 + (1 << 20))
+               + 2 * 3 * 8 * _sparse.ROWS * n + (1 << 20))
     assert gram <= peak < gram + scratch, (peak - gram, scratch)
     # A dense copy of X alone would be far above that bound.
     assert n * d * 8 > 10 * scratch
