@@ -285,7 +285,12 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef bint lap = kind == K_LAPLACIAN
     cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else rows * width))
     dtype = np.float64 if floating is double else np.float32
-    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, rows * width), dtype=dtype)
+    # float64 results are mapped in place in the accumulator (the maps allow
+    # it), so only the transpose scratch is needed besides; float32 results
+    # and Laplacian's distances need their own buffer.
+    cdef bint in_place = floating is double and not lap
+    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 1 if in_place else 2, rows * width),
+                                             dtype=dtype)
     cdef const floating *xdp = _ptr(xd)
     cdef const floating *ydp = _ptr(yd)
     cdef const floating *cdp = _ptr(cd)
@@ -318,8 +323,9 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
                 c0 = items[t, 1]
                 _block(i0, min(rows, n - i0), c0, min(m, c0 + width), m,
                        xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
-                       &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0], &bufs[tid, 0, 0],
-                       &bufs[tid, 1, 0], &out[0, 0], &spec, symmetric)
+                       &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0],
+                       <floating *> &Gs[tid, 0] if in_place else &bufs[tid, 1, 0],
+                       &bufs[tid, 0, 0], &out[0, 0], &spec, symmetric)
             fk_store_fence()
     return np.asarray(out)
 

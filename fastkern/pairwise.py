@@ -173,9 +173,9 @@ def _normalized_rows(A):
     if is_sparse(A):
         norms = np.sqrt(_sparse.row_sq_norms(A.data, A.indptr, 1))
         norms[norms == 0] = 1
-        A = A.copy()
-        A.data /= np.repeat(norms, np.diff(A.indptr)).astype(A.dtype, copy=False)
-        return A
+        # New data, the same (read-only) index arrays: O(nnz) values only.
+        data = A.data / np.repeat(norms, np.diff(A.indptr)).astype(A.dtype, copy=False)
+        return type(A)((data, A.indices, A.indptr), shape=A.shape, copy=False)
     norms = np.sqrt(np.einsum("ij,ij->i", A, A))
     norms[norms == 0] = 1
     return A / norms[:, None]
