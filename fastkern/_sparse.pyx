@@ -56,7 +56,7 @@ cdef extern from "fk_stream.h" nogil:
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._gram cimport (
-    KernelSpec, make_spec, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_SIGMOID, K_EXPONENTIAL,
+    KernelSpec, make_spec, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_EXPONENTIAL,
 )
 from fastkern._maps cimport (
     FK_MAX_SEG, fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_ipow_d, fk_ipow_f,
