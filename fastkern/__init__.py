@@ -8,6 +8,7 @@ from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
 from fastkern.kernels import min_eigenvalue
 from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
+    cosine_similarity,
     exponential_kernel,
     laplacian_kernel,
     linear_kernel,
@@ -28,6 +29,7 @@ __all__ = [
     "SlicedInverseRegression",
     "center_gram",
     "config_info",
+    "cosine_similarity",
     "exponential_kernel",
     "laplacian_kernel",
     "linear_kernel",

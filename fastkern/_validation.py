@@ -202,3 +202,70 @@ def check_square(K, name="K"):
     if K.shape[0] != K.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {K.shape}")
     return K
+
+
+def is_sparse(A):
+    """A scipy.sparse matrix or array (without importing scipy.sparse for dense input)."""
+    import scipy.sparse as sp
+
+    return sp.issparse(A)
+
+
+def check_sparse_2d(A, name, dtype, *, canonical=True):
+    """A sparse input as canonical CSR of `dtype`, copying only what must change.
+
+    Other formats are converted to CSR (as scikit-learn's check_array); the
+    result has sorted indices and no duplicates (summed, as scipy does), on a
+    copy when the input had them (canonical=False skips this); the input
+    itself is never modified.
+    """
+    if A.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {A.ndim}-D with shape {A.shape}")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {A.shape}); at least one row and one column are needed")
+    A = A.tocsr()
+    if A.dtype != dtype:
+        A = A.astype(dtype)
+    if A.dtype.kind == "f" and A.data.size and not _all_finite(A.data):
+        raise ValueError(f"{name} contains NaN or infinity")
+    if canonical and not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    return A
+
+
+def sparse_result_dtype(*arrays):
+    """result_dtype for a mix of sparse and dense (or array-like) inputs."""
+    return result_dtype(*(a if hasattr(a, "dtype") else np.asarray(a) for a in arrays))
+
+
+def check_pair_sparse(X, Y):
+    """Validate a pair with at least one sparse member: canonical CSR (X, Y, symmetric).
+
+    A dense member is validated as dense input, then stored as CSR (its zeros
+    dropped): the sparse one is never densified.
+    """
+    import scipy.sparse as sp
+
+    symmetric = Y is None or Y is X
+    if not is_sparse(X):
+        X = check_array_2d(X, "X")
+    if not symmetric and not is_sparse(Y):
+        Y = check_array_2d(Y, "Y")
+    dtype = sparse_result_dtype(X) if symmetric else sparse_result_dtype(X, Y)
+    pair = []
+    for A, name in ((X, "X"),) if symmetric else ((X, "X"), (Y, "Y")):
+        if is_sparse(A):
+            pair.append(check_sparse_2d(A, name, dtype))
+        else:
+            pair.append(sp.csr_matrix(np.asarray(A, dtype=dtype)))
+    X = pair[0]
+    Y = X if symmetric else pair[1]
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(
+            f"Incompatible dimension for X and Y matrices: X.shape[1] == {X.shape[1]} "
+            f"while Y.shape[1] == {Y.shape[1]}"
+        )
+    return X, Y, symmetric

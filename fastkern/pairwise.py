@@ -7,12 +7,19 @@ filled and returned; nothing else of size N x M is allocated) and
 ``n_threads`` (None = OpenMP's default).
 
 float32 inputs give float32 results; any other numeric input gives float64.
+
+X and Y may be scipy sparse matrices or arrays (any format; mixed with dense
+too): they are computed natively by fastkern._sparse, never densified.
+``linear_kernel`` and ``cosine_similarity`` with two sparse inputs and
+``dense_output=False`` return scipy's sparse X @ Y.T, as scikit-learn.
 """
 import numpy as np
 
-from fastkern import _gram
+from fastkern import _gram, _sparse
 from fastkern._threads import blas_limit
-from fastkern._validation import check_n_threads, check_out, check_pair, check_real
+from fastkern._validation import (
+    check_n_threads, check_out, check_pair, check_pair_sparse, check_real, is_sparse,
+)
 
 __all__ = [
     "linear_kernel",
@@ -21,6 +28,7 @@ __all__ = [
     "laplacian_kernel",
     "sigmoid_kernel",
     "exponential_kernel",
+    "cosine_similarity",
     "pairwise_kernels",
     "KERNEL_PARAMS",
 ]
@@ -51,6 +59,10 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, out, n_threads, pa
 
     path: None chooses; "direct" or "blas" force a path (tests exercise both).
     """
+    if is_sparse(X) or (Y is not None and is_sparse(Y)):
+        if path is not None:
+            raise ValueError("path applies to dense input only; sparse input has one path")
+        return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads)
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
     direct = uses_direct_path(kind, _features(X))
     if path is not None:
@@ -78,13 +90,41 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct):
     return out
 
 
+def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
+    X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
+    n_threads = check_n_threads(n_threads)
+    out = check_out(out, (X.shape[0], Y.shape[0]), X.dtype,
+                    inputs=(X.data,) if symmetric else (X.data, Y.data))
+    # Each OpenMP thread runs its own single-threaded gemm on a tile.
+    with blas_limit(1):
+        _sparse.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, n_threads)
+    return out
+
+
 def _features(X):
     shape = np.shape(X)
     return shape[1] if len(shape) == 2 and shape[1] > 0 else 1
 
 
+def _sparse_product(X, Y, dense_output, out):
+    """Whether to return scipy's sparse X @ Y.T (both inputs sparse, dense_output False)."""
+    if dense_output or not is_sparse(X) or (Y is not None and not is_sparse(Y)):
+        return False
+    if out is not None:
+        raise ValueError("out= needs dense_output=True (the result would be sparse)")
+    return True
+
+
 def linear_kernel(X, Y=None, dense_output=True, *, out=None, n_threads=None):
-    """K(x, y) = <x, y>.  ``dense_output`` is accepted for compatibility (always dense)."""
+    """K(x, y) = <x, y>.
+
+    With X and Y sparse and ``dense_output=False`` the result is scipy's
+    sparse X @ Y.T (as scikit-learn); otherwise a dense array.
+    """
+    if _sparse_product(X, Y, dense_output, out):
+        check_n_threads(n_threads)
+        X, Y, _ = check_pair_sparse(X, Y)
+        return X @ Y.T
     return _compute(X, Y, _LINEAR, out=out, n_threads=n_threads)
 
 
@@ -128,6 +168,55 @@ def exponential_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
                     n_threads=n_threads)
 
 
+def _normalized_rows(A):
+    """A copy of A with rows of unit L2 norm (zero rows stay zero), as sklearn's normalize."""
+    if is_sparse(A):
+        norms = np.sqrt(_sparse.row_sq_norms(A.data, A.indptr, 1))
+        norms[norms == 0] = 1
+        # New data, the same (read-only) index arrays: O(nnz) values only.
+        data = A.data / np.repeat(norms, np.diff(A.indptr)).astype(A.dtype, copy=False)
+        return type(A)((data, A.indices, A.indptr), shape=A.shape, copy=False)
+    norms = np.sqrt(np.einsum("ij,ij->i", A, A))
+    norms[norms == 0] = 1
+    return A / norms[:, None]
+
+
+def _sparse_interface(K):
+    """scikit-learn >= 1.9 returns its sparse results in the configured container."""
+    import scipy.sparse as sp
+    import sklearn
+
+    interface = sklearn.get_config().get("sparse_interface")
+    if interface == "spmatrix" and not sp.isspmatrix(K):
+        return sp.csr_matrix(K)
+    if interface == "sparray" and sp.isspmatrix(K):
+        return sp.csr_array(K)
+    return K
+
+
+def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None):
+    """K(x, y) = <x, y> / (|x| |y|), as ``sklearn.metrics.pairwise.cosine_similarity``.
+
+    Rows are L2-normalised (copies; zero rows stay zero, so their similarity
+    is 0) and their linear kernel is computed natively, dense or sparse.  With
+    X and Y sparse and ``dense_output=False`` the result is sparse.
+    """
+    n_threads = check_n_threads(n_threads)
+    if is_sparse(X) or (Y is not None and is_sparse(Y)):
+        sparse_out = _sparse_product(X, Y, dense_output, out)
+        X, Y, symmetric = check_pair_sparse(X, Y)
+        Xn = _normalized_rows(X)
+        Yn = Xn if symmetric else _normalized_rows(Y)
+        if sparse_out:
+            return _sparse_interface(Xn @ Yn.T)
+        return _run_sparse(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads,
+                           pair=(Xn, Yn, symmetric))
+    X, Y, symmetric = check_pair(X, Y)
+    Xn = _normalized_rows(X)
+    Yn = Xn if symmetric else _normalized_rows(Y)
+    return _run(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads, False)
+
+
 _FUNCTIONS = {
     "linear": linear_kernel,
     "poly": polynomial_kernel,
@@ -136,6 +225,7 @@ _FUNCTIONS = {
     "laplacian": laplacian_kernel,
     "sigmoid": sigmoid_kernel,
     "exponential": exponential_kernel,
+    "cosine": cosine_similarity,
 }
 
 #: Parameters each string kernel accepts (as sklearn's KERNEL_PARAMS).
@@ -147,6 +237,7 @@ KERNEL_PARAMS = {
     "laplacian": ("gamma",),
     "sigmoid": ("gamma", "coef0"),
     "exponential": ("gamma",),
+    "cosine": (),
 }
 
 
@@ -155,9 +246,10 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
     """Kernel between arrays X and Y, as ``sklearn.metrics.pairwise.pairwise_kernels``.
 
     metric: one of fastkern's string kernels ("linear", "poly"/"polynomial",
-    "rbf", "laplacian", "sigmoid", "exponential"), "precomputed" (X is the
-    kernel), a fastkern kernel object, any other scikit-learn kernel name
-    ("chi2", "additive_chi2", "cosine") or a callable k(x, y) on two rows;
+    "rbf", "laplacian", "sigmoid", "exponential", "cosine"), "precomputed"
+    (X is the kernel; it must be square when Y is None), a fastkern kernel
+    object, any other scikit-learn kernel name ("chi2", "additive_chi2") or
+    a callable k(x, y) on two rows;
     the last two are computed by scikit-learn (``n_jobs`` is passed to it).
     """
     from fastkern.kernels import Kernel
@@ -189,19 +281,29 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
 
 
 def _precomputed(X, Y, out):
-    from fastkern._validation import check_array_2d, result_dtype
+    """X itself (as float), checked as scikit-learn's check_pairwise_arrays(precomputed=True)."""
+    from fastkern._validation import check_array_2d, check_sparse_2d, result_dtype
 
-    X = check_array_2d(X, "X")
+    if is_sparse(X):
+        X = check_sparse_2d(X, "X", result_dtype(X), canonical=False)
+    else:
+        X = check_array_2d(X, "X")
+        X = np.asarray(X, dtype=result_dtype(X))
+    n_indexed = X.shape[0]
     if Y is not None:
-        Y = check_array_2d(Y, "Y")
-        if X.shape[1] != Y.shape[0]:
-            raise ValueError(
-                f"Precomputed metric requires shape (n_queries, n_indexed). Got {X.shape} "
-                f"for {Y.shape[0]} indexed."
-            )
-    X = np.asarray(X, dtype=result_dtype(X))
+        n_indexed = (Y if is_sparse(Y) else check_array_2d(Y, "Y")).shape[0]
+    # Y None means the queries are the indexed samples: X must be square.
+    if X.shape[1] != n_indexed:
+        raise ValueError(
+            f"Precomputed metric requires shape (n_queries, n_indexed). Got {X.shape} "
+            f"for {n_indexed} indexed."
+        )
     if out is None:
         return X
-    out = check_out(out, X.shape, X.dtype, inputs=(X,))
-    np.copyto(out, X)
+    out = check_out(out, X.shape, X.dtype,
+                    inputs=(X.data,) if is_sparse(X) else (X,))
+    if is_sparse(X):
+        X.toarray(out=out)
+    else:
+        np.copyto(out, X)
     return out

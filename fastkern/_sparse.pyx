@@ -1,0 +1,397 @@
+"""Gram matrices of sparse (CSR) data, OpenMP-parallel, never densifying the input.
+
+K is computed in blocks of ROWS rows by up to MAX_WIDTH columns (one work
+item), X . Y^T first into a thread-local float64 buffer, in two parts:
+
+* Sparse part (Gustavson's algorithm, row by row): each stored x_ik is
+  multiplied into column k of Y (Y in CSC form, restricted to the block's
+  columns) and added to the buffer's row, which stays in L2.  Its cost is the
+  number of non-zero products, sum_k nnz(X[:, k]) nnz(Y[:, k]).  The
+  alternative, scattering x_i into a dense length-d buffer and gathering it
+  against every row of Y, costs n nnz(Y) whatever the overlap: on the
+  TF-IDF-like benchmark (benchmarks/bench_sparse.py, 8000 x 50000, 100
+  entries a row, Zipf columns) 6.4e9 gathers against 6e8 products.  Square
+  tiles with a cursor per (row, entry) were tried too: each tile re-reads
+  every cursor's column at a random place, and that cache miss per entry
+  and tile made them 1.5x slower than whole rows.
+* Dense part: with Zipf-like column popularity a few columns (frequent terms)
+  make most of the products (benchmark: the 34 chosen make two thirds).  A
+  column present in a fraction f_x of X's rows and f_y of Y's costs f_x f_y
+  scattered products per entry of K, against one multiply-add of a gemm, about
+  DENSE_GAIN times cheaper: columns with f_x f_y > 1 / DENSE_GAIN (at most
+  MAX_DENSE of them) are copied into small dense blocks (n x K and m x K
+  float64) and their share of every block comes from one dgemm.
+
+The finished block is mapped by the same element-wise maps as the dense path
+(src/fk_maps.h) and streamed to the Gram matrix (src/fk_stream.h); when Y is
+X only columns from the block's first row on are computed, and each block is
+also streamed, transposed, to its mirror.
+
+Accuracy: RBF forms d2 = |x|^2 + |y|^2 - 2 x.y in float64 (float32 data too,
+as scikit-learn upcasts), clamped at 0.  Sparse data cannot be centred (that
+would make it dense), so the dense BLAS path's second safeguard does all the
+work: an entry whose d2 is below 1/16 of |x|^2 + |y|^2 has cancelled most of
+its digits and is recomputed from the differences of the two rows (a merge of
+their sorted index lists).  The diagonal of K(X, X) is exactly 1.  Laplacian's
+L1 distances are computed directly by the same merge, per pair, as
+scikit-learn's sparse manhattan_distances.
+
+Inputs are validated and canonicalised (CSR, sorted indices, no duplicates,
+one index dtype) by fastkern.pairwise before any code here runs.
+"""
+from cython cimport floating
+from cython.parallel cimport prange, parallel
+from libc.math cimport exp, tanh, pow, fabs
+from scipy.linalg.cython_blas cimport dgemm
+
+import numpy as np
+
+cdef extern from "fk_stream.h" nogil:
+    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
+    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
+                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
+    void fk_store_fence()
+
+from fastkern._batches cimport Batches
+from fastkern._openmp cimport omp_get_thread_num
+from fastkern._gram cimport (
+    KernelSpec, make_spec, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_EXPONENTIAL,
+)
+from fastkern._maps cimport (
+    FK_MAX_SEG, fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_ipow_d, fk_ipow_f,
+    fk_affine_d, fk_affine_f,
+)
+
+# A work item is ROWS rows of K by up to MAX_WIDTH columns: one row of its
+# float64 buffer (64 KB) stays in L2 while that row's products are scattered
+# into it, and the three buffers of a thread take 6 MB at most.
+ROWS = 32
+MAX_WIDTH = 8192
+# A scattered product costs about this many gemm multiply-adds (measured on
+# the 2-core dev machine: 1.6 ns against 0.1 ns).
+DENSE_GAIN = 16
+# Bounds the dense blocks to (n + m) x 256 float64, O(n) memory.
+MAX_DENSE = 256
+# Work of one item, in scattered products: about 20 ms of one core.
+MAX_ITEM_WORK = 1 << 23
+
+ctypedef fused index_t:
+    int
+    long long
+
+def row_sq_norms(const floating[::1] data, const index_t[::1] indptr, int n_threads):
+    """Squared L2 norm of each row of a CSR matrix, in float64."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i, p
+    cdef double s
+    norms = np.empty(n)
+    cdef double[::1] out = norms
+    if data.shape[0] == 0:
+        norms[:] = 0
+        return norms
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule='static'):
+            s = 0.0
+            for p in range(indptr[i], indptr[i + 1]):
+                s = s + (<double> data[p]) * data[p]
+            out[i] = s
+    return norms
+
+
+cdef inline Py_ssize_t _lower_bound(const index_t *a, Py_ssize_t lo, Py_ssize_t hi,
+                                    Py_ssize_t v) noexcept nogil:
+    """First position in the sorted a[lo:hi] holding a value >= v."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef double _merge_dist(const floating *xd, const index_t *xi, Py_ssize_t xa, Py_ssize_t xb,
+                        const floating *yd, const index_t *yi, Py_ssize_t ya, Py_ssize_t yb,
+                        bint l1) noexcept nogil:
+    """|x - y|^2 (or |x - y|_1 if l1) of two sparse rows with sorted, unique indices.
+
+    Each term is a difference of the raw coordinates, as the dense direct path.
+    """
+    cdef Py_ssize_t p = xa, q = ya
+    cdef double s = 0.0, t
+    while p < xb or q < yb:
+        if q >= yb or (p < xb and xi[p] < yi[q]):
+            t = xd[p]
+            p += 1
+        elif p >= xb or yi[q] < xi[p]:
+            t = yd[q]
+            q += 1
+        else:
+            t = (<double> xd[p]) - yd[q]
+            p += 1
+            q += 1
+        s = s + (fabs(t) if l1 else t * t)
+    return s
+
+
+cdef void _map_dot(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """Inner products -> kernel values in place: the rule of _gram's BLAS path."""
+    cdef Py_ssize_t j, j0, len_
+    cdef int kind = spec.kind
+    if kind == K_LINEAR:
+        return
+    if kind == K_EXPONENTIAL:
+        if floating is double:
+            fk_vexp_d(g, n, spec.gamma)
+        else:
+            fk_vexp_f(g, n, <float> spec.gamma)
+    elif kind == K_POLY and spec.idegree > 0:
+        # fk_ipow keeps a stack buffer of FK_MAX_SEG values.
+        j0 = 0
+        while j0 < n:
+            len_ = min(<Py_ssize_t> FK_MAX_SEG, n - j0)
+            if floating is double:
+                fk_ipow_d(g + j0, len_, spec.gamma, spec.coef0, spec.idegree)
+            else:
+                fk_ipow_f(g + j0, len_, <float> spec.gamma, <float> spec.coef0, spec.idegree)
+            j0 += len_
+    else:
+        if floating is double:
+            fk_affine_d(g, n, spec.gamma, spec.coef0)
+        else:
+            fk_affine_f(g, n, <float> spec.gamma, <float> spec.coef0)
+        if kind == K_POLY:
+            for j in range(n):
+                g[j] = pow(g[j], spec.degree)
+        else:
+            for j in range(n):
+                g[j] = tanh(g[j])
+
+
+cdef inline const floating *_ptr(const floating[::1] a) noexcept nogil:
+    return &a[0] if a.shape[0] > 0 else NULL
+
+
+cdef inline const index_t *_iptr(const index_t[::1] a) noexcept nogil:
+    return &a[0] if a.shape[0] > 0 else NULL
+
+
+cdef inline void _gemm_nt(const double *A, const double *B, double *C, int bi, int bj,
+                          int k, int ldc) noexcept nogil:
+    """C[bi x bj, row-major] = A[bi x k] . B[bj x k]^T (operands swapped for BLAS)."""
+    cdef char ta = b'T'
+    cdef char tb = b'N'
+    cdef double one = 1.0, zero = 0.0
+    dgemm(&ta, &tb, &bj, &bi, &k, &one, <double *> B, &k, <double *> A, &k, &zero, C, &ldc)
+
+
+cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
+                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
+                         bint transpose) noexcept nogil:
+    if floating is double:
+        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+    else:
+        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
+
+
+cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t m,
+                 const floating *xd, const index_t *xi, const index_t *xp,
+                 const floating *yd, const index_t *yi, const index_t *yp,
+                 const floating *cd, const index_t *ci, const index_t *cp,
+                 const int *dense_pos, const double *Xd, const double *Yd, int kd,
+                 const double *xn, const double *yn,
+                 double *G, floating *tbuf, floating *tscr,
+                 floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
+    """K[i0:i0 + bi, c0:c1]; when symmetric (c0 >= i0) also its mirror K[c0:c1, i0:i0 + bi]."""
+    cdef Py_ssize_t w = c1 - c0, i, j, p, q, q1, k, skip
+    cdef double v
+    cdef double *g
+    cdef floating *row
+    cdef bint diag = symmetric and c0 == i0
+    if spec.kind == K_LAPLACIAN:
+        for i in range(bi):
+            row = tbuf + i * w
+            for j in range(w):
+                row[j] = <floating> _merge_dist(xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                                                yd, yi, yp[c0 + j], yp[c0 + j + 1], True)
+            if floating is double:
+                fk_vexp_d(row, w, -spec.gamma)
+            else:
+                fk_vexp_f(row, w, <float> -spec.gamma)
+    else:
+        if kd > 0:
+            _gemm_nt(Xd + i0 * kd, Yd + c0 * kd, G, <int> bi, <int> w, kd, <int> w)
+        else:
+            for j in range(bi * w):
+                G[j] = 0.0
+        for i in range(bi):
+            # Row by row, so the scattered adds stay in one row of G (8 w bytes, L2).
+            g = G + i * w - c0
+            for p in range(xp[i0 + i], xp[i0 + i + 1]):
+                k = xi[p]
+                if dense_pos[k] >= 0:
+                    continue
+                v = xd[p]
+                q1 = cp[k + 1]
+                q = cp[k] if c0 == 0 else _lower_bound(ci, cp[k], q1, c0)
+                while q < q1 and ci[q] < c1:
+                    g[ci[q]] += v * cd[q]
+                    q = q + 1
+        for i in range(bi):
+            g = G + i * w
+            row = tbuf + i * w
+            if spec.kind == K_RBF:
+                if floating is double:
+                    fk_rbf_dot_d(g, row, yn + c0, xn[i0 + i], spec.gamma, w)
+                else:
+                    fk_rbf_dot_f(g, row, yn + c0, xn[i0 + i], spec.gamma, w)
+                # Entries the map flagged (-1) as cancelled: direct differences.
+                for j in range(w):
+                    if row[j] < 0:
+                        row[j] = <floating> exp(-spec.gamma * _merge_dist(
+                            xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                            yd, yi, yp[c0 + j], yp[c0 + j + 1], False))
+                if diag and i < w:
+                    row[i] = 1
+            else:
+                for j in range(w):
+                    row[j] = <floating> g[j]
+                _map_dot(row, w, spec)
+    skip = 0
+    if diag:
+        # The diagonal block tbuf[:, :bi] is made exactly symmetric (upper half
+        # copied down) and is not mirrored again.
+        skip = min(bi, w)
+        for i in range(skip):
+            for j in range(i):
+                tbuf[i * w + j] = tbuf[j * w + i]
+    _stream(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False)
+    if symmetric and w > skip:
+        _stream(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True)
+
+
+def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
+          const floating[::1] yd, const index_t[::1] yi, const index_t[::1] yp,
+          const floating[::1] cd, const index_t[::1] ci, const index_t[::1] cp,
+          const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
+          const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
+          int kind, double gamma, double coef0, double degree, bint symmetric,
+          Py_ssize_t rows, Py_ssize_t width, int n_threads):
+    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t, i0, c0
+    cdef Py_ssize_t nbi = (n + rows - 1) // rows
+    cdef int tid, kd = Xd.shape[1]
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
+    cdef bint lap = kind == K_LAPLACIAN
+    cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else rows * width))
+    dtype = np.float64 if floating is double else np.float32
+    # float64 results are mapped in place in the accumulator (the maps allow
+    # it), so only the transpose scratch is needed besides; float32 results
+    # and Laplacian's distances need their own buffer.
+    cdef bint in_place = floating is double and not lap
+    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 1 if in_place else 2, rows * width),
+                                             dtype=dtype)
+    cdef const floating *xdp = _ptr(xd)
+    cdef const floating *ydp = _ptr(yd)
+    cdef const floating *cdp = _ptr(cd)
+    cdef const index_t *xip = _iptr(xi)
+    cdef const index_t *yip = _iptr(yi)
+    cdef const index_t *cip = _iptr(ci)
+    cdef const double *Xdp = &Xd[0, 0] if kd > 0 else NULL
+    cdef const double *Ydp = &Yd[0, 0] if kd > 0 else NULL
+    cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
+    cdef const double *ynp = &yn[0] if kind == K_RBF else NULL
+
+    # Work items (row block, first column): `rows` rows by up to `width`
+    # columns, from the block's first row on when symmetric (the upper
+    # triangle), else from column 0.
+    first = np.arange(nbi) * rows if symmetric else np.zeros(nbi, dtype=np.intp)
+    counts = (m - first + width - 1) // width
+    blocks = np.repeat(np.arange(nbi), counts)
+    within = np.arange(blocks.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    cdef Py_ssize_t[:, ::1] items = np.ascontiguousarray(
+        np.stack([blocks * rows, first[blocks] + within * width], axis=1), dtype=np.intp)
+    # Items in time-bounded batches, each one parallel region, so Ctrl-C is
+    # seen between them (fastkern._batches).  dynamic: the work of an item
+    # varies (the last columns of a row block, rows of many entries).
+    cdef Batches batches = Batches(items.shape[0], n_threads)
+    while batches.next():
+        with nogil, parallel(num_threads=n_threads):
+            tid = omp_get_thread_num()
+            for t in prange(batches.start, batches.stop, schedule='dynamic'):
+                i0 = items[t, 0]
+                c0 = items[t, 1]
+                _block(i0, min(rows, n - i0), c0, min(m, c0 + width), m,
+                       xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
+                       &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0],
+                       <floating *> &Gs[tid, 0] if in_place else &bufs[tid, 1, 0],
+                       &bufs[tid, 0, 0], &out[0, 0], &spec, symmetric)
+            fk_store_fence()
+    return np.asarray(out)
+
+
+def _dense_columns(X, Y, symmetric):
+    """Columns worth a gemm (see the module docstring), most frequent first."""
+    cx = np.bincount(X.indices, minlength=X.shape[1])
+    cy = cx if symmetric else np.bincount(Y.indices, minlength=Y.shape[1])
+    score = (cx / X.shape[0]) * (cy / Y.shape[0])
+    cols = np.flatnonzero(score * DENSE_GAIN > 1)
+    return cols[np.argsort(-score[cols], kind="stable")][:MAX_DENSE]
+
+
+def _blocking(X, Y, cols, laplacian):
+    """(rows, width) of a work item, from the work per entry of K.
+
+    A work item must stay short (Ctrl-C is seen between batches of items):
+    rows * width * (cost of one entry) <= MAX_ITEM_WORK, in scattered
+    products (a merge step costs about one, a gemm multiply-add 1 / DENSE_GAIN).
+    """
+    if laplacian:
+        per_entry = X.nnz / X.shape[0] + Y.nnz / Y.shape[0]
+    else:
+        cx = np.bincount(X.indices, minlength=X.shape[1]).astype(np.float64)
+        cy = cx if X is Y else np.bincount(Y.indices, minlength=Y.shape[1])
+        cx[cols] = 0
+        per_entry = (cx @ cy) / (X.shape[0] * Y.shape[0]) + cols.size / DENSE_GAIN
+    width = int(MAX_ITEM_WORK / (ROWS * max(per_entry, 1e-3))) // ROWS * ROWS
+    # At least ROWS, so that a symmetric item's diagonal block is whole.
+    return ROWS, max(ROWS, min(width, MAX_WIDTH, Y.shape[0]))
+
+
+def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
+         int n_threads):
+    """Fill out with k(X, Y) for canonical CSR X and Y of out's dtype.
+
+    X and Y are validated by fastkern.pairwise (sorted unique indices, finite
+    data); symmetric means Y is X.  BLAS must be held to one thread.
+    """
+    lap = kind == K_LAPLACIAN
+    d = X.shape[1]
+    dense_pos = np.full(d, -1, dtype=np.intc)
+    if lap:
+        C = Y
+        Xd = Yd = np.empty((0, 0))
+    else:
+        cols = _dense_columns(X, Y, symmetric)
+        dense_pos[cols] = np.arange(cols.size, dtype=np.intc)
+        Xd = np.ascontiguousarray(X[:, cols].toarray(), dtype=np.float64)
+        Yd = Xd if symmetric else np.ascontiguousarray(Y[:, cols].toarray(), dtype=np.float64)
+        if cols.size == 0:
+            Xd = Yd = np.empty((0, 0))
+        # Y's columns for the sparse part (scipy's CSR -> CSC transpose is a
+        # counting sort: its row indices come out sorted).  O(nnz(Y) + d).
+        C = Y.tocsc()
+    itype = np.result_type(X.indices, Y.indices, C.indices, X.indptr, Y.indptr, C.indptr)
+
+    def idx(a):
+        return a if a.dtype == itype else a.astype(itype)
+
+    if kind == K_RBF:
+        xn = row_sq_norms(X.data, idx(X.indptr), n_threads)
+        yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
+    else:
+        xn = yn = np.empty(0)
+    rows, width = _blocking(X, Y, np.flatnonzero(dense_pos >= 0), lap)
+    return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
+                 idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), dense_pos, Xd, Yd,
+                 xn, yn, out, kind, gamma, coef0, degree, symmetric, rows, width, n_threads)
