@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy import sparse
 from sklearn.metrics import pairwise as skp
 
 import fastkern
@@ -391,14 +390,16 @@ def test_pairwise_kernels_exponential_matches_numpy():
 
 
 def test_pairwise_kernels_precomputed_returns_x_and_validates():
-    K = data(20, 30, seed=30)
+    K = data(20, 20, seed=30)
     assert pairwise_kernels(K, metric="precomputed") is K
-    assert pairwise_kernels(K, data(30, 3), metric="precomputed") is K
-    Ki = np.arange(12).reshape(3, 4)
+    # With Y given, X is the (n_queries, n_indexed) kernel and need not be square.
+    Kq = data(20, 30, seed=33)
+    assert pairwise_kernels(Kq, data(30, 3), metric="precomputed") is Kq
+    Ki = np.arange(16).reshape(4, 4)
     Kf = pairwise_kernels(Ki, metric="precomputed")
     assert Kf.dtype == np.float64
     assert_array_equal(Kf, Ki)
-    out = np.empty((20, 30))
+    out = np.empty((20, 20))
     assert pairwise_kernels(K, metric="precomputed", out=out) is out
     assert_array_equal(out, K)
     bad = K.copy()
@@ -408,9 +409,12 @@ def test_pairwise_kernels_precomputed_returns_x_and_validates():
     with pytest.raises(ValueError, match=r"\bX\b"):
         pairwise_kernels(K[0], metric="precomputed")
     with pytest.raises(ValueError, match="Precomputed"):
-        pairwise_kernels(K, data(29, 3), metric="precomputed")
+        pairwise_kernels(Kq, data(29, 3), metric="precomputed")
+    # As scikit-learn: without Y, a precomputed kernel must be square.
+    with pytest.raises(ValueError, match=r"Got \(20, 30\) for 20 indexed"):
+        pairwise_kernels(Kq, metric="precomputed")
     with pytest.raises(ValueError, match="out"):
-        pairwise_kernels(K, metric="precomputed", out=np.empty((30, 20)))
+        pairwise_kernels(K, metric="precomputed", out=np.empty((20, 21)))
     with pytest.raises(ValueError, match="n_threads"):
         pairwise_kernels(K, metric="precomputed", n_threads=0)
 
@@ -676,16 +680,6 @@ def test_bad_n_threads(kernel, n_threads, exc):
 
 def test_numpy_integer_n_threads_accepted():
     assert_array_equal(rbf_kernel(GOOD, n_threads=np.int64(2)), rbf_kernel(GOOD, n_threads=1))
-
-
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("which", ["X", "Y"])
-@pytest.mark.parametrize("fmt", ["csr_matrix", "csc_array", "coo_matrix"])
-def test_sparse_input(kernel, which, fmt):
-    S = getattr(sparse, fmt)(GOOD)
-    args = (S, GOOD) if which == "X" else (GOOD, S)
-    with pytest.raises(TypeError, match=rf"^{which} is a sparse matrix"):
-        FUNCS[kernel](*args)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
