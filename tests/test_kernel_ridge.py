@@ -9,6 +9,7 @@ from sklearn.metrics.pairwise import laplacian_kernel as sk_laplacian
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
@@ -23,19 +24,10 @@ Y2 = np.c_[np.sin(X_TRAIN[:, 0]) + 0.1 * RNG.standard_normal(123),
 SW = RNG.uniform(0.2, 3.0, 123)
 
 
-def _expected_failures(estimator):
-    if isinstance(estimator, KernelRidgeCV):
-        return {"check_sample_weight_equivalence_on_dense_data": (
-            "leave-one-out CV is not invariant to repeating samples (a repeated sample is "
-            "still in the fit when one copy is left out), and zero weights are rejected")}
-    return {}
-
-
 @parametrize_with_checks(
     [KernelRidge(), KernelRidge(kernel="rbf", alpha=[0.5]), KernelRidge(kernel="precomputed"),
      KernelRidgeCV(), KernelRidgeCV(kernel="rbf", alphas=[0.01, 1.0]),
      KernelRidgeCV(kernel="precomputed")],
-    expected_failed_checks=_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -140,12 +132,18 @@ def test_fit_memory_is_one_gram(estimator):
 
 
 def _brute_force_loo(X, y, alpha, sw=None, **params):
+    """Refit scikit-learn's KernelRidge once per sample with one copy of it removed:
+    weight w_i -> w_i - min(w_i, 1) (the whole sample when w_i <= 1)."""
     n = X.shape[0]
     errors = np.empty(y.shape)
     for i in range(n):
-        keep = np.arange(n) != i
-        model = SkKernelRidge(alpha=alpha, **params).fit(
-            X[keep], y[keep], sample_weight=None if sw is None else sw[keep])
+        if sw is None:
+            keep = np.arange(n) != i
+            model = SkKernelRidge(alpha=alpha, **params).fit(X[keep], y[keep])
+        else:
+            w = sw.astype(float).copy()
+            w[i] -= min(w[i], 1.0)
+            model = SkKernelRidge(alpha=alpha, **params).fit(X, y, sample_weight=w)
         errors[i] = y[i] - model.predict(X[i:i + 1])[0]
     return errors ** 2
 
@@ -195,7 +193,8 @@ def test_cv_eigensolver_drivers_agree(budget, driver):
 
 
 def test_cv_float32_and_precomputed():
-    cv32 = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf").fit(X_TRAIN.astype(np.float32), Y2)
+    cv32 = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf").fit(X_TRAIN.astype(np.float32),
+                                                               Y2.astype(np.float32))
     cv64 = KernelRidgeCV(alphas=[0.1, 1.0], kernel="rbf").fit(X_TRAIN, Y2)
     assert cv32.alpha_ == cv64.alpha_ and cv32.dual_coef_.dtype == np.float32
     assert _rel(cv32.predict(X_TEST.astype(np.float32)), cv64.predict(X_TEST)) < 1e-4
@@ -208,8 +207,10 @@ def test_cv_float32_and_precomputed():
 
 def test_bad_input():
     y = Y2[:, 0]
-    with pytest.raises(ValueError, match="alpha must be >= 0"):
+    with pytest.raises(InvalidParameterError, match="'alpha' parameter of KernelRidge"):
         KernelRidge(alpha=-1.0).fit(X_TRAIN, y)
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        KernelRidge(alpha=[-1.0]).fit(X_TRAIN, y)
     with pytest.raises(ValueError, match="alpha has 3 values but y has 2 targets"):
         KernelRidge(alpha=[1.0, 2.0, 3.0]).fit(X_TRAIN, Y2)
     with pytest.raises(ValueError, match="alphas must be > 0"):
@@ -227,16 +228,18 @@ def test_bad_input():
             est.fit(X_TRAIN, y[:-1])
         with pytest.raises(ValueError, match="square kernel"):
             est.set_params(kernel="precomputed").fit(X_TRAIN, y)
-        with pytest.raises(ValueError, match="kernel must be one of"):
+        with pytest.raises(InvalidParameterError, match="'kernel' parameter"):
             est.set_params(kernel="nope").fit(X_TRAIN, y)
         with pytest.raises(ValueError, match="sample_weight"):
             est.set_params(kernel="linear").fit(X_TRAIN, y, sample_weight=SW[:-1])
         fitted = est.set_params(kernel="linear").fit(X_TRAIN, y)
         with pytest.raises(ValueError, match="features"):
             fitted.predict(X_TEST[:, :4])
-    with pytest.raises(ValueError, match="sample_weight must be positive"):
-        KernelRidgeCV().fit(X_TRAIN, y, sample_weight=np.r_[0.0, SW[1:]])
-    with pytest.raises(ValueError, match="memory_budget"):
+    with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
+        KernelRidgeCV().fit(X_TRAIN, y, sample_weight=np.r_[-1.0, SW[1:]])
+    with pytest.raises(ValueError, match="non-zero|no positive weight"):
+        KernelRidgeCV().fit(X_TRAIN, y, sample_weight=np.zeros(y.size))
+    with pytest.raises(InvalidParameterError, match="memory_budget"):
         KernelRidgeCV(memory_budget=-5).fit(X_TRAIN, y)
 
 
