@@ -116,17 +116,18 @@ def _check_alpha_array(alpha, name, *, positive=False):
     return values
 
 
-def _solve_dtype(K_dtype, y_dtype, one_alpha):
+def _solve_dtype(K_dtype, y_dtype, sw, one_alpha):
     """dtype of dual_coef_, by scikit-learn's rule (and the one the system is solved in).
 
-    scikit-learn solves one shared alpha with scipy.linalg.solve(K, y), which
-    works in float32 only when K and y both are; per-target alphas are
-    written into an array of K's dtype.
+    scikit-learn solves one shared alpha with scipy.linalg.solve(K, y * sqrt(sw)),
+    which works in float32 only when K, y and the sample weights all are;
+    per-target alphas are written into an array of K's dtype.
     """
     if not one_alpha:
         return np.dtype(K_dtype)
-    both32 = K_dtype == np.float32 and y_dtype == np.float32
-    return np.dtype(np.float32 if both32 else np.float64)
+    all32 = (K_dtype == np.float32 and y_dtype == np.float32
+             and (sw is None or sw.dtype == np.float32))
+    return np.dtype(np.float32 if all32 else np.float64)
 
 
 class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
@@ -139,7 +140,8 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
                              f"got shape {X.shape}")
         sw = None
         if sample_weight is not None:
-            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            # Keeps a float32 array float32: it matters for dual_coef_'s dtype.
+            sw = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
         return X, y, sw
 
     @property
@@ -245,7 +247,7 @@ class KernelRidge(_KernelRegressorBase):
         Y = y.reshape(-1, 1) if ravel else y
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"alpha has {alpha.size} values but y has {Y.shape[1]} targets")
-        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, np.all(alpha == alpha[0]))
+        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, np.all(alpha == alpha[0]))
         K = self._gram(X, dtype)
         Y = np.array(Y, dtype=dtype, order="C", copy=True)
         if sw is not None:
@@ -333,7 +335,9 @@ class KernelRidgeCV(_KernelRegressorBase):
         ravel = y.ndim == 1
         Y = np.array(y.reshape(-1, 1) if ravel else y, dtype=np.float64, order="C", copy=True)
         n, t = Y.shape
-        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, True)
+        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, True)
+        if sw is not None:
+            sw = sw.astype(np.float64)
         K = self._gram(X, dtype)
         keep = drop = K_drop = None
         if sw is not None and np.any(sw == 0):
