@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern import KernelCenterer, center_gram
 from fastkern._bench import tracemalloc_peak
@@ -379,3 +380,8 @@ def test_bad_n_threads(n_threads, exc):
     kc.n_threads = n_threads
     with pytest.raises(exc, match="n_threads"):
         kc.transform(K)
+
+
+@parametrize_with_checks([KernelCenterer(), KernelCenterer(n_threads=1)])
+def test_kernel_centerer_sklearn_compatible(estimator, check):
+    check(estimator)
