@@ -4,13 +4,21 @@ One rule for every estimator, the same as scikit-learn's KernelPCA and
 KernelRidge: a string kernel takes ``gamma``, ``degree`` and ``coef0`` (only
 the ones it uses), a callable takes ``kernel_params``, a fastkern kernel
 object is called as it is, and "precomputed" means X already is the kernel.
+
+The string kernels are fastkern's own plus every other name scikit-learn's
+``pairwise_kernels`` knows ("chi2", "additive_chi2", "cosine", ...): one
+dispatch, ``fastkern.pairwise_kernels``, computes them all, natively where it
+can and through scikit-learn otherwise.
 """
 import numpy as np
+from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 
 from fastkern.kernels import Kernel
 from fastkern.pairwise import KERNEL_PARAMS, pairwise_kernels
 
-STRING_KERNELS = tuple(KERNEL_PARAMS) + ("precomputed",)
+#: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
+KERNEL_PARAM_NAMES = {**_SK_KERNEL_PARAMS, **KERNEL_PARAMS}
+STRING_KERNELS = tuple(sorted(KERNEL_PARAM_NAMES)) + ("precomputed",)
 
 
 def check_kernel_param(kernel):
@@ -25,11 +33,28 @@ def check_kernel_param(kernel):
     )
 
 
+def string_kernel_params(kernel, *, gamma=None, degree=None, coef0=None, kernel_params=None):
+    """Keyword arguments for the string kernel `kernel`.
+
+    kernel_params entries override gamma/degree/coef0; only the parameters
+    the kernel takes are kept, and a None value is dropped so the kernel
+    function's own default applies (gamma=None is 1/n_features for "rbf" but
+    1.0 for "chi2", as in scikit-learn).
+    """
+    params = {"gamma": gamma, "degree": degree, "coef0": coef0}
+    if kernel_params:
+        params.update(kernel_params)
+    names = KERNEL_PARAM_NAMES[kernel]
+    return {k: v for k, v in params.items() if k in names and v is not None}
+
+
 def kernel_gram(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1,
                 kernel_params=None, n_threads=None, out=None):
     """Gram matrix k(X, Y) for an estimator's kernel parameters.
 
     With kernel="precomputed", X is returned (validated) as the kernel.
+    X and Y may be scipy sparse matrices: they are handed to
+    ``pairwise_kernels`` as they are, never densified here.
     """
     check_kernel_param(kernel)
     if isinstance(kernel, Kernel):
@@ -40,13 +65,28 @@ def kernel_gram(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1,
                                 out=out, n_threads=n_threads, **params)
     if kernel == "precomputed":
         return pairwise_kernels(X, Y, metric="precomputed", out=out)
-    params = {"gamma": gamma, "degree": degree, "coef0": coef0}
-    if kernel_params:
-        params.update(kernel_params)
-    params = {k: v for k, v in params.items() if k in KERNEL_PARAMS[kernel]}
+    params = string_kernel_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params)
     return pairwise_kernels(X, Y, metric=kernel, out=out, n_threads=n_threads, **params)
 
 
 def gram_dtype(X):
     """float32 for float32 input, float64 otherwise (the Gram functions' rule)."""
-    return np.float32 if np.asarray(X).dtype == np.float32 else np.float64
+    dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
+    return np.float32 if dtype == np.float32 else np.float64
+
+
+def kernel_constraints():
+    """``_parameter_constraints`` entries of the kernel parameters (scikit-learn's, widened
+    to fastkern's kernel names; a fastkern kernel object is a callable)."""
+    from numbers import Real
+
+    from sklearn.utils._param_validation import Interval, StrOptions
+
+    return {
+        "kernel": [StrOptions(set(STRING_KERNELS)), callable],
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "degree": [Interval(Real, 0, None, closed="left")],
+        "coef0": [Interval(Real, None, None, closed="neither")],
+        "kernel_params": [dict, None],
+    }

@@ -269,3 +269,18 @@ def check_pair_sparse(X, Y):
             f"while Y.shape[1] == {Y.shape[1]}"
         )
     return X, Y, symmetric
+
+
+def n_threads_constraint():
+    """``_parameter_constraints`` entry of an estimator's n_threads (None or >= 1)."""
+    from sklearn.utils._param_validation import Interval
+
+    return [Interval(numbers.Integral, 1, None, closed="left"), None]
+
+
+def memory_budget_constraint():
+    """``_parameter_constraints`` entry of memory_budget: None, bytes > 0, or a string
+    such as "2GB" (parsed by parse_memory_budget at fit)."""
+    from sklearn.utils._param_validation import Interval
+
+    return [Interval(numbers.Real, 0, None, closed="neither"), str, None]

@@ -1,10 +1,11 @@
 """In-place double centering of Gram matrices (Cython kernels in _centering.pyx)."""
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                          _fit_context)
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern import _centering
-from fastkern._validation import check_array_2d, check_n_threads, check_square, result_dtype
+from fastkern._validation import check_n_threads, check_square, n_threads_constraint, result_dtype
 
 __all__ = ["center_gram", "KernelCenterer"]
 
@@ -49,45 +50,53 @@ def center_gram(K, *, copy=False, n_threads=None):
     return K
 
 
-class KernelCenterer(TransformerMixin, BaseEstimator):
+class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Centre a kernel matrix as if the feature vectors had zero mean.
 
     Drop-in for ``sklearn.preprocessing.KernelCenterer``: ``fit`` records the
-    training Gram's column means ``K_fit_rows_`` and grand mean ``K_fit_all_``;
-    ``transform`` centres the training Gram or a test cross-Gram
-    K(X_test, X_train) with them.  ``copy=False`` centres in place whenever K is
-    a writeable C-contiguous float array (otherwise a converted copy is made, as
-    scikit-learn does).
+    training Gram's column means ``K_fit_rows_`` and grand mean ``K_fit_all_``
+    (accumulated in float64 whatever K's dtype); ``transform`` centres the
+    training Gram or a test cross-Gram K(X_test, X_train) with them.
+    Input is converted as scikit-learn converts it (lists, DataFrames, other
+    dtypes become float64; float32 stays float32), and
+    ``get_feature_names_out`` / ``set_output`` work as scikit-learn's.
+    ``copy=False`` centres in place whenever K is a writeable C-contiguous float
+    array (otherwise a converted copy is made, as scikit-learn does).
     """
+
+    _parameter_constraints: dict = {"n_threads": n_threads_constraint()}
 
     def __init__(self, n_threads=None):
         self.n_threads = n_threads
 
+    def _validate(self, K, *, reset):
+        K = validate_data(self, K, dtype=[np.float64, np.float32], reset=reset)
+        if reset and K.shape[0] != K.shape[1]:
+            raise ValueError("Kernel matrix must be a square matrix."
+                             f" Input is a {K.shape[0]}x{K.shape[1]} matrix.")
+        return K
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, K, y=None):
-        K = check_square(K, "K")
+        K = self._validate(K, reset=True)
         n_threads = check_n_threads(self.n_threads)
-        Kc = np.ascontiguousarray(K, dtype=result_dtype(K))
+        Kc = np.ascontiguousarray(K)
         self.K_fit_rows_, self.K_fit_all_ = _centering.column_means(Kc, n_threads)
-        self.n_features_in_ = K.shape[1]
         return self
 
     def transform(self, K, copy=True):
         check_is_fitted(self, "K_fit_rows_")
-        K = check_array_2d(K, "K")
-        if K.shape[1] != self.K_fit_rows_.shape[0]:
-            raise ValueError(
-                f"K has {K.shape[1]} columns but the KernelCenterer was fitted on "
-                f"{self.K_fit_rows_.shape[0]} training samples"
-            )
         n_threads = check_n_threads(self.n_threads)
+        K = self._validate(K, reset=False)
         Kc = self._target(K, copy)
         _centering.center_test(Kc, self.K_fit_rows_, self.K_fit_all_, n_threads)
         return Kc
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, K, y=None, copy=True):
         """Fit on K and centre it: one pass for the means, one for the update
         (in place when copy=False and K is a writeable C-contiguous float array)."""
-        K = check_square(K, "K")
+        K = self._validate(K, reset=True)
         return self._fit_transform_checked(self._target(K, copy))
 
     def _fit_transform_checked(self, K):
@@ -101,14 +110,18 @@ class KernelCenterer(TransformerMixin, BaseEstimator):
         self.n_features_in_ = K.shape[1]
         return K
 
+    @property
+    def _n_features_out(self):
+        # As scikit-learn: one output column per training sample, named
+        # kernelcenterer0, kernelcenterer1, ... (not a one-to-one mapping).
+        return self.n_features_in_
+
     @staticmethod
     def _target(K, copy):
         """K itself when it can be centred in place and copy=False, else a C copy."""
-        dtype = result_dtype(K)
-        if (not copy and isinstance(K, np.ndarray) and K.dtype == dtype
-                and K.flags.c_contiguous and K.flags.writeable):
+        if not copy and K.flags.c_contiguous and K.flags.writeable:
             return K
-        return np.array(K, dtype=dtype, order="C", copy=True)
+        return np.array(K, order="C", copy=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -11,15 +11,18 @@ three.
 eigendecomposition of the Gram matrix.
 """
 import warnings
+from numbers import Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._kernel_api import gram_dtype, kernel_constraints, kernel_gram
 from fastkern._threads import limits_blas
-from fastkern._validation import check_n_threads, memory_budget_bytes
+from fastkern._validation import (check_n_threads, memory_budget_bytes,
+                                  memory_budget_constraint, n_threads_constraint)
 
 __all__ = ["KernelRidge", "KernelRidgeCV"]
 
@@ -36,6 +39,8 @@ def gram_buffer(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads, dt
     kernel is computed straight into its own buffer.
     """
     if isinstance(kernel, str) and kernel == "precomputed":
+        if hasattr(X, "toarray"):  # a sparse precomputed kernel: the solve needs it dense
+            return np.asarray(X.toarray(order="C"), dtype=dtype, order="C")
         return np.array(X, dtype=dtype, order="C", copy=True)
     K = kernel_gram(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                     kernel_params=kernel_params, n_threads=n_threads)
@@ -111,25 +116,58 @@ def _check_alpha_array(alpha, name, *, positive=False):
     return values
 
 
+def _solve_dtype(K_dtype, y_dtype, sw, one_alpha):
+    """dtype of dual_coef_, by scikit-learn's rule (and the one the system is solved in).
+
+    scikit-learn solves one shared alpha with scipy.linalg.solve(K, y * sqrt(sw)),
+    which works in float32 only when K, y and the sample weights all are;
+    per-target alphas are written into an array of K's dtype.
+    """
+    if not one_alpha:
+        return np.dtype(K_dtype)
+    all32 = (K_dtype == np.float32 and y_dtype == np.float32
+             and (sw is None or sw.dtype == np.float32))
+    return np.dtype(np.float32 if all32 else np.float64)
+
+
 class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _validate_fit(self, X, y, sample_weight):
-        check_kernel_param(self.kernel)
         check_n_threads(self.n_threads)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], multi_output=True,
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), multi_output=True,
                              y_numeric=True)
         if self._precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
         sw = None
         if sample_weight is not None:
-            sw = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            # Keeps a float32 array float32: it matters for dual_coef_'s dtype.
+            sw = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
         return X, y, sw
 
     @property
     def _precomputed(self):
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
+    def _kernel_dtype(self, X):
+        """dtype of the Gram matrix of X, as fastkern (and scikit-learn) compute it.
+
+        Only float32 X can give a float32 Gram, and then only for some kernels
+        (scikit-learn evaluates callables into float64): a 1 x 1 Gram tells.
+        """
+        if gram_dtype(X) != np.float32 or self._precomputed:
+            return gram_dtype(X)
+        return kernel_gram(X[:1], kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0, kernel_params=self.kernel_params,
+                           n_threads=1).dtype
+
     def _gram(self, X, dtype):
+        """The training Gram matrix in `dtype`, in a buffer fit may destroy.
+
+        X is cast first when the solve needs more precision than X has (float32
+        X, float64 y): one float64 Gram instead of a float32 one and its copy.
+        """
+        if not self._precomputed and gram_dtype(X) != dtype:
+            X = X.astype(dtype)
         return gram_buffer(X, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads, dtype=dtype)
@@ -141,15 +179,19 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
         """
         check_is_fitted(self, "dual_coef_")
-        X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
+        X = validate_data(self, X, accept_sparse=("csr", "csc"), reset=False)
+        if self._precomputed and hasattr(X, "toarray"):
+            return np.asarray(X @ self.dual_coef_)
         K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
                         coef0=self.coef0, kernel_params=self.kernel_params,
                         n_threads=self.n_threads)
-        return K @ self.dual_coef_.astype(K.dtype, copy=False)
+        # As scikit-learn: the result has the promoted dtype of K and dual_coef_.
+        return np.dot(K, self.dual_coef_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = self._precomputed
         return tags
 
 
@@ -163,15 +205,28 @@ class KernelRidge(_KernelRegressorBase):
     buffer, which is weighted, shifted and Cholesky-factored in place; if the
     shifted matrix is not positive definite a warning is issued and the
     least-squares solution is used.  Predictions use the cross-Gram
-    k(X, X_fit_).  float32 input is fitted in float32.
+    k(X, X_fit_).  X may be dense or scipy CSR/CSC (kept sparse).
 
-    Parameters: alpha, kernel (string, "precomputed", fastkern kernel object or
-    callable), gamma, degree, coef0, kernel_params as scikit-learn;
+    dtypes follow scikit-learn: with one alpha the system is solved, and
+    dual_coef_ stored, in float32 only when the Gram matrix and y both are
+    float32 (float32 X with float64 y gives float64); with per-target alphas
+    dual_coef_ has the Gram matrix's dtype.  predict returns the promoted
+    dtype of k(X, X_fit_) and dual_coef_.
+
+    Parameters: alpha, kernel (any of scikit-learn's kernel names, fastkern's
+    "exponential", "precomputed", a fastkern kernel object or a callable),
+    gamma, degree, coef0, kernel_params as scikit-learn;
     n_threads (None = OpenMP default) for the Gram computations.
 
     Attributes: dual_coef_ ((n_samples,) or (n_samples, n_targets)), X_fit_,
     n_features_in_ (and feature_names_in_ for DataFrames).
     """
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        **kernel_constraints(),
+        "n_threads": n_threads_constraint(),
+    }
 
     def __init__(self, alpha=1, *, kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, n_threads=None):
@@ -183,18 +238,20 @@ class KernelRidge(_KernelRegressorBase):
         self.kernel_params = kernel_params
         self.n_threads = n_threads
 
+    @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
     def fit(self, X, y, sample_weight=None):
-        alpha = _check_alpha_array(self.alpha, "alpha")
         X, y, sw = self._validate_fit(X, y, sample_weight)
+        alpha = _check_alpha_array(self.alpha, "alpha")
         ravel = y.ndim == 1
         Y = y.reshape(-1, 1) if ravel else y
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"alpha has {alpha.size} values but y has {Y.shape[1]} targets")
-        K = self._gram(X, X.dtype)
-        Y = np.array(Y, dtype=K.dtype, order="C", copy=True)
+        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, np.all(alpha == alpha[0]))
+        K = self._gram(X, dtype)
+        Y = np.array(Y, dtype=dtype, order="C", copy=True)
         if sw is not None:
-            s = np.sqrt(sw).astype(K.dtype)
+            s = np.sqrt(sw).astype(dtype)
             K *= s[:, None]
             K *= s[None, :]
             Y *= s[:, None]
@@ -214,11 +271,20 @@ class KernelRidgeCV(_KernelRegressorBase):
     buffer) serves every alpha: the dual coefficients are
     c = U diag(1 / (l + alpha)) U^T y and G = (K + alpha I)^-1 has diagonal
     G_ii = sum_j U_ij^2 / (l_j + alpha), so the leave-one-out residual of
-    sample i, y_i - f_{-i}(x_i), is exactly c_i / G_ii (no refits).  With
-    sample weights w the problem is the weighted one of ``KernelRidge``;
-    the residual is c~_i / (G~_ii sqrt(w_i)) on the weighted system and
-    alpha minimises the w-weighted mean squared residual.  Weights must be
-    positive.
+    sample i, y_i - f_{-i}(x_i), is exactly c_i / G_ii (no refits).
+
+    Sample weights mean repeated samples, as in scikit-learn's estimator
+    checks: the problem is the weighted one of ``KernelRidge``, a sample of
+    weight w counts as w copies, and its leave-one-out residual is that of
+    leaving one copy out (the whole sample when w <= 1): with
+    G~ = (S K S + alpha I)^-1, S = diag(sqrt(w)), r_i = alpha c~_i / sqrt(w_i)
+    and d_i = min(w_i, 1) it is r_i w_i / (w_i - d_i + d_i alpha G~_ii).
+    Integer weights therefore select the alpha the data with every sample
+    repeated w_i times would; alpha minimises the w-weighted mean squared
+    residual.  Samples of weight zero are dropped before the
+    eigendecomposition, so the fit equals the fit without them; their
+    ``loo_errors_`` are the squared residuals of that fit (leaving them out
+    changes nothing) and their dual coefficients are 0.
 
     Parameters: alphas (non-empty, > 0), kernel, gamma, degree, coef0,
     kernel_params as ``KernelRidge``; n_threads; memory_budget (bytes, None =
@@ -229,6 +295,9 @@ class KernelRidgeCV(_KernelRegressorBase):
     times at n=3000 on the 2-core dev machine: syevd 5.7 s, syevr 14 s,
     syev 24 s.
 
+    dtypes: the Gram matrix is decomposed, and dual_coef_ stored, in float32
+    only when the Gram matrix and y are both float32 (``KernelRidge``'s rule).
+
     Attributes:
     alpha_ : the selected alpha (the first of any ties).
     best_score_ : negative mean squared leave-one-out error at alpha_
@@ -238,6 +307,13 @@ class KernelRidgeCV(_KernelRegressorBase):
         RidgeCV's ``cv_results_``).
     dual_coef_, X_fit_, n_features_in_ : as ``KernelRidge`` fitted with alpha_.
     """
+
+    _parameter_constraints: dict = {
+        "alphas": [Interval(Real, 0, None, closed="neither"), "array-like"],
+        **kernel_constraints(),
+        "n_threads": n_threads_constraint(),
+        "memory_budget": memory_budget_constraint(),
+    }
 
     def __init__(self, alphas=(0.1, 1.0, 10.0), *, kernel="linear", gamma=None, degree=3,
                  coef0=1, kernel_params=None, n_threads=None, memory_budget=None):
@@ -250,18 +326,28 @@ class KernelRidgeCV(_KernelRegressorBase):
         self.n_threads = n_threads
         self.memory_budget = memory_budget
 
+    @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
     def fit(self, X, y, sample_weight=None):
         alphas = _check_alpha_array(self.alphas, "alphas", positive=True)
         budget = memory_budget_bytes(self.memory_budget)
         X, y, sw = self._validate_fit(X, y, sample_weight)
-        if sw is not None and np.any(sw <= 0):
-            raise ValueError("sample_weight must be positive for KernelRidgeCV: a zero-weight "
-                             "sample has no closed-form leave-one-out residual")
         ravel = y.ndim == 1
         Y = np.array(y.reshape(-1, 1) if ravel else y, dtype=np.float64, order="C", copy=True)
         n, t = Y.shape
-        K = self._gram(X, X.dtype)
+        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, True)
+        if sw is not None:
+            sw = sw.astype(np.float64)
+        K = self._gram(X, dtype)
+        keep = drop = K_drop = None
+        if sw is not None and np.any(sw == 0):
+            keep, drop = np.flatnonzero(sw > 0), np.flatnonzero(sw == 0)
+            if keep.size == 0:
+                raise ValueError("sample_weight has no positive weight")
+            K_drop = K[np.ix_(drop, keep)]
+            K = _compact_in_place(K, keep)
+            Y_all, Y, sw = Y, Y[keep], sw[keep]
+        m = K.shape[0]
         s = None
         if sw is not None:
             s = np.sqrt(sw)
@@ -270,7 +356,7 @@ class KernelRidgeCV(_KernelRegressorBase):
             Y *= s[:, None]
         # The fastest LAPACK driver whose peak memory fits the budget.  K.T is
         # K's memory in Fortran order: syevd and syev overwrite it with the
-        # eigenvectors; syevr returns them in a second n x n array.
+        # eigenvectors; syevr returns them in a second m x m array.
         if 3 * K.nbytes <= budget:
             driver = "evd"
         elif 2 * K.nbytes <= budget:
@@ -281,30 +367,56 @@ class KernelRidgeCV(_KernelRegressorBase):
         self._eigen_driver = driver
         lam = lam.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            D = 1.0 / (lam[:, None] + alphas[None, :])                    # (n, A)
-            Q = (U.T @ Y.astype(U.dtype)).astype(np.float64)              # (n, t)
-            coef = (U @ (Q[:, :, None] * D[:, None, :]).reshape(n, -1).astype(U.dtype))
-            coef = coef.astype(np.float64).reshape(n, t, alphas.size)     # c~ per target, alpha
-            G = np.empty((n, alphas.size))
-            for r0 in range(0, n, _BLOCK_ROWS):
+            D = 1.0 / (lam[:, None] + alphas[None, :])                    # (m, A)
+            Q = (U.T @ Y.astype(U.dtype)).astype(np.float64)              # (m, t)
+            coef = (U @ (Q[:, :, None] * D[:, None, :]).reshape(m, -1).astype(U.dtype))
+            coef = coef.astype(np.float64).reshape(m, t, alphas.size)     # c~ per target, alpha
+            G = np.empty((m, alphas.size))
+            for r0 in range(0, m, _BLOCK_ROWS):
                 rows = np.asarray(U[r0:r0 + _BLOCK_ROWS], dtype=np.float64)
                 G[r0:r0 + _BLOCK_ROWS] = (rows * rows) @ D
-            resid = coef / G[:, None, :]
-            if s is not None:
-                resid /= s[:, None, None]
+            # Sample i counts as w_i copies and one copy (all of it if w_i < 1)
+            # is left out: with per-unit leverage h_i = (1 - alpha G~_ii) / w_i,
+            # the residual is r_i / (1 - delta_i h_i), r_i = alpha c~_i / s_i.
+            w = np.ones(m) if sw is None else sw
+            root_w = np.ones(m) if s is None else s
+            delta = np.minimum(w, 1.0)
+            den = (w - delta)[:, None] + delta[:, None] * alphas[None, :] * G   # (m, A)
+            resid = (alphas[None, None, :] * root_w[:, None, None]) * coef / den[:, None, :]
             sq = resid ** 2
-            w = np.ones(n) if sw is None else sw
             crit = np.einsum("i,ita->a", w, sq) / (w.sum() * t)
         crit = np.where(np.isfinite(crit), crit, np.inf)
         best = int(np.argmin(crit))
         del U, K
-        dual = coef[:, :, best]
         if s is not None:
-            dual = dual * s[:, None]
-        dual = dual.astype(X.dtype, copy=False)
+            coef *= s[:, None, None]
+        if keep is not None:
+            # A zero-weight sample leaves the fit unchanged when left out: its
+            # leave-one-out residual is its residual under the fit on the others.
+            full_sq = np.empty((n, t, alphas.size))
+            full_sq[keep] = sq
+            pred = (K_drop.astype(np.float64) @ coef.reshape(m, -1)).reshape(-1, t, alphas.size)
+            full_sq[drop] = (Y_all[drop][:, :, None] - pred) ** 2
+            full_coef = np.zeros((n, t, alphas.size))
+            full_coef[keep] = coef
+            sq, coef = full_sq, full_coef
+        dual = coef[:, :, best].astype(dtype)
         self.alpha_ = float(alphas[best])
         self.best_score_ = float(-crit[best])
         self.loo_errors_ = sq[:, 0, :] if ravel else sq
         self.dual_coef_ = dual.ravel() if ravel else dual
         self.X_fit_ = X
         return self
+
+
+def _compact_in_place(K, keep):
+    """K[keep][:, keep] as a C-contiguous (m, m) array in the front of K's own buffer.
+
+    keep is increasing, so row r of the result is written over memory that
+    holds only rows <= keep[r] of K, all of which have been read already.
+    """
+    m = keep.size
+    flat = K.reshape(-1)
+    for r, i in enumerate(keep):
+        flat[r * m:(r + 1) * m] = K[i, keep]
+    return flat[:m * m].reshape(m, m)

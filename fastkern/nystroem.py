@@ -6,17 +6,18 @@ W = K(L, L), so that phi(X) phi(X)^T = K(X, L) W^+ K(L, X) approximates K.
 W^(-1/2) is taken from the SVD of W with singular values clipped at 1e-12,
 as scikit-learn.  Kernels are evaluated by fastkern (``kernel_gram``).
 """
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                          _fit_context)
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._kernel_api import check_kernel_param, kernel_gram
-from fastkern._validation import check_array_2d, check_n_threads, result_dtype
-from fastkern.kernels import Kernel
+from fastkern._kernel_api import kernel_constraints, kernel_gram
+from fastkern._validation import check_n_threads, n_threads_constraint
 
 __all__ = ["Nystroem"]
 
@@ -25,14 +26,33 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     """Approximate a kernel map from a random subset of the training data.
 
     Parameters are those of scikit-learn's Nystroem (``n_jobs`` is accepted and
-    ignored: fastkern's kernels use OpenMP, see ``n_threads``).  gamma, coef0
-    and degree left as None take the kernel's defaults (gamma = 1/n_features,
-    coef0 = 1, degree = 3); they must stay None for a callable or a fastkern
-    kernel object, which carry their own parameters.
+    ignored: fastkern's kernels use OpenMP, see ``n_threads``).  gamma, coef0 and degree left as None take the kernel's
+    defaults (gamma = 1/n_features for "rbf", 1 for "chi2"; coef0 = 1,
+    degree = 3); they must stay None for a callable, a fastkern kernel object
+    or "precomputed".
+
+    With kernel="precomputed", X is the training Gram matrix (n x n), the
+    landmarks are the columns ``component_indices_`` and ``transform`` takes
+    the cross-Gram K(X_test, X_train) (n_test x n).  For n_components =
+    n_samples this is scikit-learn's result; scikit-learn cannot fit fewer
+    components on a precomputed kernel, fastkern uses W = K[L][:, L].
+
+    X may be a dense array or a scipy CSR/CSC matrix (kept sparse).
 
     Attributes: ``components_`` (the landmark rows), ``component_indices_``,
-    ``normalization_`` (W^(-1/2)), ``n_features_in_``.
+    ``normalization_`` (W^(-1/2)), ``n_features_in_``, ``feature_names_in_``.
     """
+
+    _parameter_constraints: dict = {
+        **kernel_constraints(),
+        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "coef0": [Interval(Real, None, None, closed="neither"), None],
+        "degree": [Interval(Real, 1, None, closed="left"), None],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "n_threads": n_threads_constraint(),
+    }
 
     def __init__(self, kernel="rbf", *, gamma=None, coef0=None, degree=None,
                  kernel_params=None, n_components=100, random_state=None, n_jobs=None,
@@ -47,31 +67,29 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         self.n_jobs = n_jobs
         self.n_threads = n_threads
 
-    def _gram(self, X, Y=None):
-        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma,
-                           degree=3 if self.degree is None else self.degree,
-                           coef0=1 if self.coef0 is None else self.coef0,
-                           kernel_params=self.kernel_params, n_threads=self.n_threads)
+    @property
+    def _precomputed(self):
+        return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
+    def _gram(self, X, Y=None):
+        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+                           coef0=self.coef0, kernel_params=self.kernel_params,
+                           n_threads=self.n_threads)
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Draw the landmarks and compute W^(-1/2)."""
-        check_kernel_param(self.kernel)
-        if isinstance(self.kernel, str) and self.kernel == "precomputed":
-            raise ValueError("kernel='precomputed' is not supported: Nystroem evaluates the "
-                             "kernel on the samples themselves")
-        if callable(self.kernel) or isinstance(self.kernel, Kernel):
-            if self.gamma is not None or self.coef0 is not None or self.degree is not None:
-                raise ValueError("Don't pass gamma, coef0 or degree to Nystroem if using a "
-                                 "callable or a kernel object")
-        k = self.n_components
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
-            raise TypeError(f"n_components must be an integer, got {k!r}")
-        if k < 1:
-            raise ValueError(f"n_components must be >= 1, got {k}")
+        X = validate_data(self, X, accept_sparse=["csr", "csc"])
+        if (callable(self.kernel) or self._precomputed) and (
+                self.gamma is not None or self.coef0 is not None or self.degree is not None):
+            raise ValueError("Don't pass gamma, coef0 or degree to Nystroem if using a "
+                             "callable or precomputed kernel")
         check_n_threads(self.n_threads)
-        X = check_array_2d(X, "X")
-        X = np.asarray(X, dtype=result_dtype(X))
         n = X.shape[0]
+        if self._precomputed and X.shape[1] != n:
+            raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
+                             f"got shape {X.shape}")
+        k = self.n_components
         if k > n:
             warnings.warn("n_components > n_samples. This is not possible.\nn_components was "
                           "set to n_samples, which results in inefficient evaluation of the "
@@ -80,22 +98,41 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         rnd = check_random_state(self.random_state)
         inds = rnd.permutation(n)[:k].astype(np.int64)
         basis = X[inds]
-        W = np.asarray(self._gram(basis))
+        if self._precomputed:
+            W = basis[:, inds]
+            W = W.toarray() if hasattr(W, "toarray") else W
+        else:
+            W = self._gram(basis)
+        W = np.asarray(W)
+        if W.dtype not in (np.float32, np.float64):
+            W = W.astype(np.float64)
         U, S, Vt = np.linalg.svd(W)
         S = np.maximum(S, 1e-12)
         self.normalization_ = (U / np.sqrt(S)) @ Vt
         self.components_ = basis
         self.component_indices_ = inds
-        self.n_features_in_ = X.shape[1]
         self._n_features_out = k
         return self
 
     def transform(self, X):
-        """phi(X) = K(X, components_) @ normalization_.T, shape (n_samples, n_components)."""
+        """phi(X) = K(X, components_) @ normalization_.T, shape (n_samples, n_components).
+
+        For kernel="precomputed", X is the cross-Gram K(X, X_train).
+        """
         check_is_fitted(self)
-        X = check_array_2d(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but Nystroem is expecting "
-                             f"{self.n_features_in_} features as input")
-        X = np.asarray(X, dtype=self.components_.dtype)
-        return self._gram(X, self.components_) @ self.normalization_.T
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)
+        if self._precomputed:
+            embedded = X[:, self.component_indices_]
+            embedded = embedded.toarray() if hasattr(embedded, "toarray") else embedded
+        else:
+            embedded = self._gram(X, self.components_)
+        embedded = np.asarray(embedded)
+        if embedded.dtype not in (np.float32, np.float64):
+            embedded = embedded.astype(np.float64)
+        return embedded @ self.normalization_.T
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags

@@ -14,17 +14,20 @@ total variance.  Slicing rule, shared by both (``slicing="auto"``):
 ``slicing="classes"`` or ``slicing="quantile"`` overrides the rule.
 """
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg
-from sklearn.base import BaseEstimator, TransformerMixin
+from scipy import linalg, sparse
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                          _fit_context)
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._kernel_api import kernel_constraints, kernel_gram
 from fastkern._threads import blas_limit
-from fastkern._validation import check_int, check_n_threads, check_real
+from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
 
 __all__ = ["SlicedInverseRegression", "KernelSIR"]
@@ -102,7 +105,19 @@ def _n_identifiable(lam, norm2, n_slices):
     return int(np.argmin(ok)) if not ok.all() else ok.size
 
 
-class SlicedInverseRegression(TransformerMixin, BaseEstimator):
+def _dense_if_precomputed(X, precomputed):
+    # A precomputed kernel is indexed by rows and columns and factorised: dense.
+    return X.toarray() if precomputed and sparse.issparse(X) else X
+
+
+_SIR_CONSTRAINTS = {
+    "n_slices": [Interval(Integral, 2, None, closed="left")],
+    "slicing": [StrOptions(set(_SLICINGS))],
+    "n_threads": n_threads_constraint(),
+}
+
+
+class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Linear sliced inverse regression (Li, 1991).
 
     With the sample covariance Sigma = Xc^T Xc / n of the centred data Xc, the
@@ -141,15 +156,21 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
     n_features_in_ : int
     """
 
+    _parameter_constraints: dict = {
+        "n_directions": [Interval(Integral, 1, None, closed="left")],
+        **_SIR_CONSTRAINTS,
+    }
+
     def __init__(self, n_directions=2, n_slices=10, slicing="auto", n_threads=None):
         self.n_directions = n_directions
         self.n_slices = n_slices
         self.slicing = slicing
         self.n_threads = n_threads
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             y_numeric=False)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
+                             ensure_min_samples=2, y_numeric=False)
         n, p = X.shape
         k = check_int(self.n_directions, "n_directions", 1)
         if k > p:
@@ -157,14 +178,20 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
         with blas_limit(n_threads):
-            self.mean_ = X.mean(axis=0)
-            Xc = X - self.mean_
-            s, U = linalg.eigh(Xc.T @ Xc / n, check_finite=False)
+            self.mean_ = np.asarray(X.mean(axis=0)).ravel()
+            if sparse.issparse(X):
+                # Centring would densify X: the covariance is X^T X / n - m m^T.
+                cov = (X.T @ X).toarray() / n - np.outer(self.mean_, self.mean_)
+            else:
+                Xc = X - self.mean_
+                cov = Xc.T @ Xc / n
+            s, U = linalg.eigh(cov, check_finite=False)
             if s[-1] <= 0:
                 raise ValueError("X has zero variance: every sample is the same")
             keep = s > s[-1] * max(n, p) * np.finfo(np.float64).eps
             W = U[:, keep] / np.sqrt(s[keep])
-            zbar = _slice_sums(Xc @ W, labels, counts.size) / counts[:, None]
+            XcW = X @ W - self.mean_ @ W if sparse.issparse(X) else Xc @ W
+            zbar = _slice_sums(XcW, labels, counts.size) / counts[:, None]
             root = np.sqrt(counts / n)[:, None] * zbar
             lam, eta = linalg.eigh(root.T @ root, check_finite=False)
             lam, eta = lam[::-1], eta[:, ::-1]
@@ -179,20 +206,25 @@ class SlicedInverseRegression(TransformerMixin, BaseEstimator):
         self.n_slices_ = int(counts.size)
         return self
 
+    @property
+    def _n_features_out(self):
+        return self.directions_.shape[1]
+
     def transform(self, X):
         check_is_fitted(self, "directions_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
         with blas_limit(n_threads):
-            return (X - self.mean_) @ self.directions_
+            return np.asarray(X @ self.directions_) - self.mean_ @ self.directions_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
+        tags.input_tags.sparse = True
         return tags
 
 
-class KernelSIR(TransformerMixin, BaseEstimator):
+class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Kernel sliced inverse regression (SIR in the feature space of a kernel).
 
     Feature space problem.  With phi~(x) = phi(x) - mu the feature map centred
@@ -292,6 +324,15 @@ class KernelSIR(TransformerMixin, BaseEstimator):
     n_features_in_ : int
     """
 
+    _parameter_constraints: dict = {
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        **kernel_constraints(),
+        **_SIR_CONSTRAINTS,
+        "regularization": [Interval(Real, 0, None, closed="neither")],
+        "n_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, n_components=2, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, n_slices=10, slicing="auto", regularization=1e-3,
                  n_basis=None, random_state=None, n_threads=None):
@@ -316,12 +357,13 @@ class KernelSIR(TransformerMixin, BaseEstimator):
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads, out=out)
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        check_kernel_param(self.kernel)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2,
-                             y_numeric=False)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
+                             ensure_min_samples=2, y_numeric=False)
         n = X.shape[0]
         precomputed = self._precomputed()
+        X = _dense_if_precomputed(X, precomputed)
         if precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(
                 f"X must be a square kernel matrix when kernel='precomputed', got shape {X.shape}"
@@ -455,9 +497,14 @@ class KernelSIR(TransformerMixin, BaseEstimator):
         lam, coef = _pad(lam, W @ u, k)
         return lam, coef, col_means, rank
 
+    @property
+    def _n_features_out(self):
+        return self.dual_coef_.shape[1]
+
     def transform(self, X):
         check_is_fitted(self, "dual_coef_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
+        X = _dense_if_precomputed(X, self._precomputed())
         with blas_limit(self.n_threads if self.n_threads is None
                            else check_n_threads(self.n_threads)):
             if self._precomputed():
@@ -471,4 +518,5 @@ class KernelSIR(TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.pairwise = self._precomputed()
+        tags.input_tags.sparse = True
         return tags

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern import KernelCenterer, center_gram
 from fastkern._bench import tracemalloc_peak
@@ -287,8 +288,7 @@ def test_property_centred_sums_vanish(n, dtype, scale, shift, seed):
 
 
 # ------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("func", ["center_gram", "fit", "transform"])
-@pytest.mark.parametrize("K,exc,msg", [
+BAD_K = [
     (np.ones((3, 4)), ValueError, r"^K must be a square matrix"),
     (np.ones(3), ValueError, r"^K must be a 2-D array"),
     (np.ones((2, 2, 2)), ValueError, r"^K must be a 2-D array"),
@@ -298,27 +298,74 @@ def test_property_centred_sums_vanish(n, dtype, scale, shift, seed):
     (np.eye(2, dtype=complex), TypeError, r"^K must be a numeric array"),
     (np.eye(2).astype(object), TypeError, r"^K must be a numeric array"),
     (sparse.csr_matrix(np.eye(2)), TypeError, r"^K is a sparse matrix"),
-])
-def test_bad_k(func, K, exc, msg):
-    if func == "transform":
-        kc = KernelCenterer().fit(np.eye(2))
-        if msg.startswith("^K must be a square"):
-            msg = "K has 4 columns"
-            exc = ValueError
-        with pytest.raises(exc, match=msg):
-            kc.transform(K)
-    elif func == "fit":
-        with pytest.raises(exc, match=msg):
-            KernelCenterer().fit(K)
-    else:
-        with pytest.raises(exc, match=msg):
-            center_gram(K)
+]
 
 
-def test_transform_wrong_number_of_columns():
-    kc = KernelCenterer().fit(gram(5))
-    with pytest.raises(ValueError, match="K has 4 columns.*5 training samples"):
-        kc.transform(np.ones((3, 4)))
+@pytest.mark.parametrize("K,exc,msg", BAD_K)
+def test_bad_k_center_gram(K, exc, msg):
+    with pytest.raises(exc, match=msg):
+        center_gram(K)
+
+
+def _raised(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the exception itself is compared
+        return e
+    return None
+
+
+@pytest.mark.parametrize("method", ["fit", "transform", "fit_transform"])
+@pytest.mark.parametrize("K", [K for K, _, _ in BAD_K] + [
+    np.ones((2, 3)), [[1.0, 2.0], [3.0, "a"]], np.eye(3)[:, :1]], ids=range(12))
+def test_kernel_centerer_bad_input_raises_as_sklearn(method, K):
+    """Same exception class and message as scikit-learn's KernelCenterer."""
+    def call(est):
+        if method == "transform":
+            est.fit(np.eye(2))
+        return lambda: getattr(est, method)(K)
+
+    ref = _raised(call(SkKernelCenterer()))
+    ours = _raised(call(KernelCenterer()))
+    if ref is None:
+        assert ours is None
+        return
+    assert type(ours) is type(ref)
+    assert str(ours) == str(ref)
+
+
+def test_kernel_centerer_converts_input_as_sklearn():
+    K = gram(6, seed=30)
+    sk = SkKernelCenterer().fit(K)
+    kc = KernelCenterer().fit(K.tolist())
+    # lists, object arrays and integer arrays are converted to float64
+    for Kin in (K.tolist(), K.astype(object), (K * 100).astype(np.int64)):
+        out = kc.transform(Kin)
+        assert out.dtype == np.float64
+        assert_allclose(out, sk.transform(np.asarray(Kin, dtype=float)), rtol=1e-12, atol=1e-10)
+
+
+def test_kernel_centerer_feature_names_and_pandas_output():
+    pd = pytest.importorskip("pandas")
+    K = gram(5, seed=31)
+    cols = [f"s{i}" for i in range(5)]
+    df = pd.DataFrame(K, columns=cols)
+    sk = SkKernelCenterer().set_output(transform="pandas").fit(df)
+    kc = KernelCenterer().set_output(transform="pandas").fit(df)
+    assert list(kc.feature_names_in_) == cols
+    assert list(kc.get_feature_names_out()) == list(sk.get_feature_names_out())
+    out = kc.transform(df)
+    assert isinstance(out, pd.DataFrame)
+    pd.testing.assert_frame_equal(out, sk.transform(df), rtol=1e-12)
+    pd.testing.assert_frame_equal(kc.fit_transform(df), sk.fit_transform(df), rtol=1e-12)
+    # a test cross-Gram with other column names: scikit-learn's error, word for word
+    bad = df.rename(columns={"s0": "t0"})
+    ref = _raised(lambda: sk.transform(bad))
+    ours = _raised(lambda: kc.transform(bad))
+    assert type(ours) is type(ref) and str(ours) == str(ref)
+    # fitted on a DataFrame, transformed with an array: scikit-learn's warning
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        kc.transform(K)
 
 
 @pytest.mark.parametrize("n_threads,exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
@@ -333,3 +380,8 @@ def test_bad_n_threads(n_threads, exc):
     kc.n_threads = n_threads
     with pytest.raises(exc, match="n_threads"):
         kc.transform(K)
+
+
+@parametrize_with_checks([KernelCenterer(), KernelCenterer(n_threads=1)])
+def test_kernel_centerer_sklearn_compatible(estimator, check):
+    check(estimator)

@@ -15,6 +15,7 @@ from sklearn.model_selection import GridSearchCV, LeaveOneOut, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import KernelCenterer, StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern.sir import KernelSIR, SlicedInverseRegression
@@ -146,15 +147,15 @@ def test_sir_bad_input():
     y = rng.normal(size=30)
     with pytest.raises(ValueError, match="n_directions=5 must be <= n_features=4"):
         SlicedInverseRegression(n_directions=5).fit(X, y)
-    with pytest.raises(ValueError, match="n_directions must be >= 1"):
+    with pytest.raises(InvalidParameterError, match="'n_directions' parameter"):
         SlicedInverseRegression(n_directions=0).fit(X, y)
     with pytest.raises(ValueError, match="n_slices=31 must be <= n_samples=30"):
         SlicedInverseRegression(n_slices=31).fit(X, y)
-    with pytest.raises(ValueError, match="n_slices must be >= 2"):
+    with pytest.raises(InvalidParameterError, match="'n_slices' parameter"):
         SlicedInverseRegression(n_slices=1).fit(X, y)
-    with pytest.raises(TypeError, match="n_slices must be an integer"):
+    with pytest.raises(InvalidParameterError, match="'n_slices' parameter"):
         SlicedInverseRegression(n_slices=2.5).fit(X, y)
-    with pytest.raises(ValueError, match="slicing must be one of"):
+    with pytest.raises(InvalidParameterError, match="'slicing' parameter"):
         SlicedInverseRegression(slicing="equal").fit(X, y)
     y_nan = y.copy()
     y_nan[3] = np.nan
@@ -404,7 +405,7 @@ def test_ksir_bad_input():
         KernelSIR(n_components=21).fit(X, y)
     with pytest.raises(ValueError, match="n_slices=21 must be <= n_samples=20"):
         KernelSIR(n_slices=21).fit(X, y)
-    with pytest.raises(ValueError, match="n_slices must be >= 2"):
+    with pytest.raises(InvalidParameterError, match="'n_slices' parameter"):
         KernelSIR(n_slices=0).fit(X, y)
     y_nan = y.copy()
     y_nan[0] = np.nan
@@ -414,19 +415,19 @@ def test_ksir_bad_input():
         KernelSIR().fit(X, np.zeros(20))
     with pytest.raises(ValueError, match="single class or a constant"):
         KernelSIR().fit(X, np.array(["a"] * 20))
-    with pytest.raises(ValueError, match="regularization must be > 0"):
+    with pytest.raises(InvalidParameterError, match="'regularization' parameter"):
         KernelSIR(regularization=-1e-3).fit(X, y)
-    with pytest.raises(ValueError, match="regularization must be > 0"):
+    with pytest.raises(InvalidParameterError, match="'regularization' parameter"):
         KernelSIR(regularization=0.0).fit(X, y)
     with pytest.raises(ValueError, match="n_basis=21 must be <= n_samples=20"):
         KernelSIR(n_basis=21).fit(X, y)
-    with pytest.raises(ValueError, match="n_basis must be >= 1"):
+    with pytest.raises(InvalidParameterError, match="'n_basis' parameter"):
         KernelSIR(n_basis=0).fit(X, y)
-    with pytest.raises(TypeError, match="n_basis must be an integer"):
+    with pytest.raises(InvalidParameterError, match="'n_basis' parameter"):
         KernelSIR(n_basis=5.0).fit(X, y)
     with pytest.raises(ValueError, match="n_components=3 must be <= n_basis=2"):
         KernelSIR(n_components=3, n_basis=2).fit(X, y)
-    with pytest.raises(ValueError, match="kernel must be one of"):
+    with pytest.raises(InvalidParameterError, match="'kernel' parameter"):
         KernelSIR(kernel="gaussian").fit(X, y)
     with pytest.raises(ValueError, match="all samples coincide"):
         KernelSIR().fit(np.ones((20, 5)), y)
@@ -436,3 +437,138 @@ def test_ksir_bad_input():
     pre = KernelSIR(kernel="precomputed", n_threads=1).fit(rbf_kernel(X), y)
     with pytest.raises(ValueError, match="X has 19 features"):
         pre.transform(rbf_kernel(X[:3], X[:19]))
+
+
+# ------------------------------------------------------------ scikit-learn drop-in
+
+def test_pandas_pipeline_end_to_end():
+    """StandardScaler -> Nystroem -> KernelSIR with set_output(transform="pandas")."""
+    pd = pytest.importorskip("pandas")
+    from fastkern import Nystroem
+
+    rng = np.random.default_rng(21)
+    X, y = sin_data(rng, 120)
+    df = pd.DataFrame(X, columns=[f"x{j}" for j in range(5)])
+    pipe = make_pipeline(StandardScaler(), Nystroem(n_components=30, random_state=0, n_threads=1),
+                         KernelSIR(n_components=2, kernel="linear", n_threads=1))
+    pipe.set_output(transform="pandas")
+    out = pipe.fit(df, y).transform(df.iloc[:17])
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == ["kernelsir0", "kernelsir1"]
+    assert list(out.index) == list(df.index[:17])
+    assert list(pipe[1].get_feature_names_out()) == [f"nystroem{i}" for i in range(30)]
+    assert list(pipe[2].feature_names_in_) == [f"nystroem{i}" for i in range(30)]
+    # the same numbers as the steps run by hand on arrays
+    Z = StandardScaler().fit(X)
+    ny = Nystroem(n_components=30, random_state=0, n_threads=1).fit(Z.transform(X))
+    F = ny.transform(Z.transform(X))
+    ksir = KernelSIR(n_components=2, kernel="linear", n_threads=1).fit(F, y)
+    np.testing.assert_allclose(out.to_numpy(), ksir.transform(F[:17]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("est, prefix", [
+    (SlicedInverseRegression(n_directions=3, n_threads=1), "slicedinverseregression"),
+    (KernelSIR(n_components=3, n_threads=1), "kernelsir"),
+    (KernelSIR(n_components=3, n_basis=20, random_state=0, n_threads=1), "kernelsir"),
+])
+def test_feature_names_and_column_mismatch(est, prefix):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(22)
+    X, y = sin_data(rng, 60)
+    df = pd.DataFrame(X, columns=list("abcde"))
+    est.set_output(transform="pandas").fit(df, y)
+    assert list(est.feature_names_in_) == list("abcde")
+    assert list(est.get_feature_names_out()) == [f"{prefix}{i}" for i in range(3)]
+    out = est.transform(df)
+    assert list(out.columns) == [f"{prefix}{i}" for i in range(3)]
+    with pytest.raises(ValueError, match="The feature names should match those that were "
+                                         "passed during fit"):
+        est.transform(df[list("edcba")])
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        est.transform(X)
+
+
+def test_lists_and_pandas_nullable_columns():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(23)
+    X = rng.integers(0, 20, size=(50, 4))
+    y = X[:, 0] * 1.0 + rng.normal(size=50)
+    for est in (SlicedInverseRegression(n_threads=1), KernelSIR(gamma=0.01, n_threads=1)):
+        ref = est.fit(X.astype(float), y).transform(X.astype(float))
+        df = pd.DataFrame({f"c{j}": pd.array(X[:, j], dtype="Int64") for j in range(4)})
+        dff = df.astype("Float64")
+        for Xin in (X.tolist(), X.astype(object), df, dff):
+            np.testing.assert_allclose(est.fit(Xin, y.tolist()).transform(Xin), ref,
+                                       rtol=1e-10, atol=1e-12)
+        with pytest.raises(ValueError, match="Complex data not supported"):
+            est.fit(X.astype(complex), y)
+        with pytest.raises(ValueError, match="Expected 2D array, got 1D array instead"):
+            est.fit(X[:, 0], y)
+        with pytest.raises(ValueError, match=r"Found array with 0 sample\(s\)"):
+            est.fit(X[:0], y[:0])
+
+
+def _cosine(x, y):
+    return x @ y / np.sqrt((x @ x) * (y @ y))
+
+
+@pytest.mark.parametrize("params", [
+    dict(kernel="cosine"), dict(kernel="chi2", gamma=0.3), dict(kernel="additive_chi2"),
+    dict(kernel="laplacian", gamma=0.2), dict(kernel="exponential", gamma=0.1),
+    dict(kernel=_cosine), dict(kernel=lambda x, y, s=1.0: s * np.exp(-np.sum(np.abs(x - y))),
+                               kernel_params={"s": 2.0}),
+], ids=["cosine", "chi2", "additive_chi2", "laplacian", "exponential", "callable",
+        "callable-params"])
+@pytest.mark.parametrize("n_basis", [None, 25])
+def test_ksir_every_kernel_name_equals_precomputed(params, n_basis):
+    """Any kernel name gives the KernelSIR of its scikit-learn Gram matrix."""
+    from sklearn.metrics.pairwise import pairwise_kernels as sk_pairwise_kernels
+
+    rng = np.random.default_rng(24)
+    X = rng.uniform(0, 1, (41, 3))
+    Xt = rng.uniform(0, 1, (7, 3))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=41)
+    kw = dict(params)
+    kernel = kw.pop("kernel")
+    if kernel == "exponential":
+        kernel, kw = (lambda x, y: np.exp(0.1 * x @ y)), {}
+    kw = kw.pop("kernel_params", kw)
+    K = sk_pairwise_kernels(X, metric=kernel, filter_params=True, **kw)
+    Kt = sk_pairwise_kernels(Xt, X, metric=kernel, filter_params=True, **kw)
+    common = dict(n_components=2, n_slices=4, n_basis=n_basis, random_state=0, n_threads=1)
+    ours = KernelSIR(**params, **common).fit(X, y)
+    ref = KernelSIR(kernel="precomputed", **common).fit(K, y)
+    np.testing.assert_allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(ours.transform(Xt), ref.transform(Kt), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_sir_sparse_equals_dense(fmt):
+    from scipy import sparse
+
+    rng = np.random.default_rng(25)
+    Xs = sparse.random(200, 12, density=0.3, format=fmt, random_state=1)
+    y = Xs.toarray()[:, 0] + 0.1 * rng.normal(size=200)
+    Xts = sparse.random(9, 12, density=0.3, format=fmt, random_state=2)
+    est = SlicedInverseRegression(n_directions=3, n_threads=1).fit(Xs, y)
+    ref = SlicedInverseRegression(n_directions=3, n_threads=1).fit(Xs.toarray(), y)
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(est.transform(Xts), ref.transform(Xts.toarray()), rtol=1e-7,
+                               atol=1e-10)
+
+
+# Sparse X is handed to fastkern.pairwise as it is; this needs its native sparse support.
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize("n_basis", [None, 30])
+def test_ksir_sparse_equals_dense(fmt, n_basis):
+    from scipy import sparse
+
+    rng = np.random.default_rng(26)
+    Xs = sparse.random(80, 10, density=0.3, format=fmt, random_state=3)
+    y = Xs.toarray()[:, 0] + 0.1 * rng.normal(size=80)
+    Xts = sparse.random(9, 10, density=0.3, format=fmt, random_state=4)
+    common = dict(n_components=2, n_basis=n_basis, random_state=0, n_threads=1)
+    est = KernelSIR(**common).fit(Xs, y)
+    ref = KernelSIR(**common).fit(Xs.toarray(), y)
+    np.testing.assert_allclose(est.transform(Xts), ref.transform(Xts.toarray()), rtol=1e-8,
+                               atol=1e-10)
