@@ -179,9 +179,9 @@ def test_block_krylov_converges_on_raw_breast_cancer_for_every_seed(block_produc
                          random_state=0).fit(X)
     np.testing.assert_allclose(arpack.eigenvalues_, sk.eigenvalues_, rtol=1e-9)
     for seed in range(8):
-        fk = KernelPCA(n_components=2, kernel="rbf", random_state=seed)
+        fk = KernelPCA(n_components=2, kernel="rbf", eigen_solver="block_krylov",
+                       random_state=seed)
         Z = fk.fit_transform(X)
-        assert fk._fit_solver == "block_krylov"
         assert block_products[-1] <= 30, (seed, block_products)
         np.testing.assert_allclose(fk.eigenvalues_, sk.eigenvalues_, rtol=1e-9)
         _assert_same_embedding_up_to_sign(Z, Z_sk, 1e-7)
@@ -281,10 +281,33 @@ def test_memory_layouts():
         np.testing.assert_allclose(Z, ref, atol=1e-12)
 
 
-def test_auto_solver_choice():
-    assert KernelPCA(n_components=3).fit(X_TRAIN[:150])._fit_solver == "dense"
-    assert KernelPCA(n_components=3).fit(X_TRAIN)._fit_solver == "block_krylov"
-    assert KernelPCA(n_components=100).fit(X_TRAIN)._fit_solver == "dense"
+@pytest.mark.parametrize("n, k, solver", [
+    (150, 3, "dense"), (237, 3, "arpack"), (1999, 9, "arpack"), (2000, 9, "block_krylov"),
+    (2000, 3, "block_krylov"), (1000, 20, "arpack"), (1000, 21, "dense"), (237, 100, "dense"),
+    (2000, None, "dense"),
+])
+def test_auto_solver_choice(n, k, solver):
+    X = np.random.default_rng(n).standard_normal((n, 2))
+    est = KernelPCA(n_components=k, kernel="rbf")
+    assert est._choose_solver(X, n if k is None else k, "auto") == solver
+    if n < 1000:
+        assert est.fit(X)._fit_solver == solver
+
+
+def test_auto_block_krylov_is_as_accurate_as_arpack():
+    # scikit-learn's auto picks ARPACK here (tol=0: machine precision); the
+    # block Krylov solver "auto" runs instead must be as close to LAPACK.
+    from scipy.linalg import subspace_angles
+    X = np.random.default_rng(3).standard_normal((2000, 16))
+    kw = dict(n_components=5, kernel="rbf", gamma=1 / 16)
+    est = KernelPCA(random_state=0, **kw).fit(X)
+    dense = KernelPCA(eigen_solver="dense", **kw).fit(X)
+    arpack = SkKernelPCA(eigen_solver="arpack", random_state=0, **kw).fit(X)
+    assert est._fit_solver == "block_krylov"
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-13)
+    ours = np.max(subspace_angles(est.eigenvectors_, dense.eigenvectors_))
+    theirs = np.max(subspace_angles(arpack.eigenvectors_, dense.eigenvectors_))
+    assert ours <= max(10 * theirs, 1e-12), (ours, theirs)
 
 
 def test_verbose_block_krylov(capsys):
@@ -398,7 +421,7 @@ def test_parameter_validation_names_the_parameter(params, name, method):
 
 
 def test_memory_budget_string_still_parsed():
-    assert KernelPCA(2, memory_budget="1GB").fit(X_TRAIN)._fit_solver == "block_krylov"
+    assert KernelPCA(2, memory_budget="1GB").fit(X_TRAIN)._fit_solver == "arpack"
     with pytest.raises(ValueError, match="memory_budget must be a number of bytes"):
         KernelPCA(2, memory_budget="lots").fit(X_TRAIN)
 
