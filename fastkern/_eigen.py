@@ -104,6 +104,11 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     it up to the block size), e.g. columns of A, which cost no product and act
     as one free step of the iteration.
 
+    KernelPCA calls it eigen_solver="block_krylov" (formerly "lanczos", a
+    misnomer: there is no three-term Lanczos recurrence and no tridiagonal
+    matrix; the basis is a block Krylov space, fully reorthogonalised, with
+    Rayleigh-Ritz on the exact projection V^T A V).
+
     Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  The
     basis V holds p = block_size columns per block (p >= k, default
     k + max(5, k // 2)) and at most m + 1 blocks (m chosen so the basis has

@@ -109,7 +109,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         recurrence): deprecated, a FutureWarning, removed in 0.3.
         "matrix-free" or "nystrom": fastkern.large_n, the Gram is never stored.
         "auto": "matrix-free" when the dense Gram would exceed
-        ``memory_budget`` (not for precomputed or sparse X).  Otherwise
+        ``memory_budget`` (not for precomputed, cosine or sparse X).  Otherwise
         never slower than scikit-learn's choice ("arpack" for more than 200
         samples and n_components < 10, else "dense") in side-by-side runs
         (1 thread each, RBF, d=16): "block_krylov" for n_components < 10 and
@@ -234,7 +234,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if solver != "auto":
             return solver
         n = X.shape[0]
-        if (not self._precomputed and not sparse.issparse(X)
+        if (not self._precomputed and not sparse.issparse(X) and self.kernel != "cosine"
                 and n * n * X.dtype.itemsize > memory_budget_bytes(self.memory_budget)):
             return "matrix-free"
         if n > _ITERATIVE_MIN_SAMPLES and k < 10:
@@ -290,6 +290,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         solver = self._choose_solver(X, k, solver)
         self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
         if solver in LARGE_N_SOLVERS:
+            if self.kernel == "cosine":
+                raise ValueError(f"kernel='cosine' is not available with eigen_solver="
+                                 f"{solver!r}; use kernel='linear' on rows scaled to unit "
+                                 "norm (sklearn.preprocessing.normalize)")
             large_n.fit_kernel_pca(self, X)
             return None
         if self.fit_inverse_transform and sparse.issparse(X):

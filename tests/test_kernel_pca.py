@@ -420,6 +420,16 @@ def test_parameter_validation_names_the_parameter(params, name, method):
         getattr(KernelPCA(**params), method)(X_TRAIN[:20])
 
 
+@pytest.mark.parametrize("solver", ["matrix-free", "nystrom"])
+def test_cosine_kernel_not_on_large_n_solvers(solver):
+    with pytest.raises(ValueError, match="kernel='cosine' is not available with eigen_solver"):
+        KernelPCA(2, kernel="cosine", eigen_solver=solver).fit(X_TRAIN)
+    # "auto" over the memory budget keeps the dense Gram for cosine.
+    est = KernelPCA(2, kernel="cosine", memory_budget=1000).fit(X_TRAIN)
+    sk = SkKernelPCA(2, kernel="cosine").fit(X_TRAIN)
+    np.testing.assert_allclose(est.eigenvalues_, sk.eigenvalues_, rtol=1e-10)
+
+
 def test_memory_budget_string_still_parsed():
     assert KernelPCA(2, memory_budget="1GB").fit(X_TRAIN)._fit_solver == "arpack"
     with pytest.raises(ValueError, match="memory_budget must be a number of bytes"):
