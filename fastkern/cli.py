@@ -25,7 +25,9 @@ EXIT_USAGE = 2
 # The shell's status for a program ended by SIGINT (128 + 2).
 EXIT_INTERRUPTED = 130
 DEFAULT_SEED = 0
-SOLVERS = ("auto", "dense", "lanczos", "arpack", "matrix-free", "nystrom")
+SOLVERS = ("auto", "dense", "block_krylov", "arpack", "randomized", "matrix-free", "nystrom")
+# Old --solver names, accepted with a warning on stderr until fastkern 0.3.
+DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
 
 
 class CLIError(Exception):
@@ -538,6 +540,11 @@ def cmd_kpca(args):
     say = _verbose_printer(args.verbose)
     if args.out is not None and os.path.abspath(args.out) == os.path.abspath(args.data):
         raise CLIError(f"--out {args.out} would overwrite the input file")
+    if args.solver in DEPRECATED_SOLVERS:
+        new = DEPRECATED_SOLVERS[args.solver]
+        print(f"fastkern kpca: warning: --solver {args.solver} is deprecated and will be "
+              f"removed in fastkern 0.3; use --solver {new} (the same solver)", file=sys.stderr)
+        args.solver = new
     with _Outputs() as outputs:
         # Before reading the data: outputs are checked before any work.
         csv_out = outputs.add(args.out, "--out")
@@ -817,8 +824,10 @@ def build_parser():
                       help="kernel coefficient (default: 1 / number of features)")
     kpca.add_argument("--components", type=_positive_int, default=2, metavar="K",
                       help="number of components (default: 2)")
-    kpca.add_argument("--solver", default="auto", choices=SOLVERS,
-                      help="eigensolver (KernelPCA's eigen_solver; default: auto)")
+    kpca.add_argument("--solver", default="auto", choices=SOLVERS + tuple(DEPRECATED_SOLVERS),
+                      metavar="{" + ",".join(SOLVERS) + "}",
+                      help="eigensolver (KernelPCA's eigen_solver; default: auto; "
+                           "'lanczos' is the deprecated name of block_krylov)")
     kpca.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                       help="standardise each feature column to mean 0, variance 1 before the "
                            "kernel (default: on; --no-scale uses the raw values)")

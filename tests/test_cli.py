@@ -297,9 +297,10 @@ def gaussian_csv(path, n, d, seed=3):
     return path, X
 
 
-@pytest.mark.parametrize("solver", [None, "lanczos", "arpack", "matrix-free", "nystrom"])
+@pytest.mark.parametrize("solver", [None, "block_krylov", "arpack", "randomized", "matrix-free",
+                                    "nystrom"])
 def test_kpca_is_deterministic(tmp_path, solver):
-    """Two runs give byte-identical output for every solver (auto picks lanczos here)."""
+    """Two runs give byte-identical output for every solver (auto picks arpack here)."""
     data, _ = gaussian_csv(tmp_path / "d.csv", 420, 5)
     opts = [] if solver is None else ["--solver", solver]
     runs = [fastkern("kpca", data, "--components", "3", *opts, cwd=tmp_path) for _ in range(2)]
@@ -315,6 +316,23 @@ def test_kpca_is_deterministic(tmp_path, solver):
         other = fastkern("kpca", data, "--components", "3", *opts, "--seed", "7", cwd=tmp_path)
         assert other.returncode == 0, other.stderr
         assert other.stdout != runs[0].stdout
+
+
+def test_kpca_lanczos_solver_is_deprecated(tmp_path):
+    """--solver lanczos still runs block_krylov, with a FutureWarning naming the new name."""
+    data, _ = gaussian_csv(tmp_path / "d.csv", 420, 5)
+    new = fastkern("kpca", data, "--components", "3", "--solver", "block_krylov", cwd=tmp_path)
+    old = fastkern("kpca", data, "--components", "3", "--solver", "lanczos", cwd=tmp_path)
+    assert new.returncode == 0, new.stderr
+    assert old.returncode == 0, old.stderr
+    assert old.stdout == new.stdout
+    assert ("warning: --solver lanczos is deprecated and will be removed in fastkern 0.3; "
+            "use --solver block_krylov") in old.stderr
+    assert "solver block_krylov" in old.stderr
+    assert "deprecated" not in new.stderr
+    assert "Traceback" not in old.stderr and "Warning:" not in old.stderr
+    usage = fastkern("kpca", "--help", cwd=tmp_path).stdout
+    assert "block_krylov" in usage and "randomized" in usage
 
 
 # ---------------------------------------------------------------- --scale
@@ -416,9 +434,10 @@ def test_degenerate_warning_rule():
 
 
 @pytest.mark.parametrize("solver, progress", [
-    (None, "[KernelPCA] lanczos iteration"),
+    (None, "(solver arpack)"),
     ("dense", "solver dense"),
-    ("lanczos", "[KernelPCA] lanczos iteration"),
+    ("block_krylov", "[KernelPCA] block_krylov iteration"),
+    ("randomized", "solver randomized"),
     ("arpack", "solver arpack"),
     ("matrix-free", "matrix-free iteration"),
     ("nystrom", "nystrom: N=420"),

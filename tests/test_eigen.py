@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import _randomized_eigsh
 
 from fastkern import rbf_kernel
-from fastkern._eigen import block_eigsh
+from fastkern._eigen import block_eigsh, randomized_eigsh
 
 
 def _spectrum_matrix(eigenvalues, seed=0):
@@ -238,3 +239,54 @@ def test_starting_block(make, k):
         assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-8 * w_ref[0]
     with pytest.raises(ValueError, match="v0 must have shape"):
         block_eigsh(lambda X: A @ X, n, k, v0=np.ones((n + 1, 2)))
+
+
+# -- randomized_eigsh: scikit-learn's randomized "module" eigensolver, re-implemented ----------
+
+def _indefinite(n=300):
+    # Largest moduli alternate in sign: -9, 8, -7, ... then a decaying tail.
+    head = np.array([-9.0, 8.0, -7.0, 6.0, -5.0])
+    return _spectrum_matrix(np.r_[head, 0.5 ** np.arange(n - 5)], seed=4)
+
+
+@pytest.mark.parametrize("make, k", [
+    (lambda: _rbf(420), 1), (lambda: _rbf(420), 7), (lambda: _rbf(257), 30),
+    (lambda: _rbf(3), 2), (lambda: _rbf(1), 1), (lambda: _rbf(2), 2),
+    (_indefinite, 4), (_low_rank, 6), (_slow_decay, 5),
+    (lambda: np.random.default_rng(7).standard_normal((50, 50)), 3),  # not symmetric
+])
+@pytest.mark.parametrize("n_iter", ["auto", 0, 1, 2, 3, 6])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_randomized_eigsh_matches_sklearn(make, k, n_iter, dtype):
+    A = np.ascontiguousarray(make(), dtype=dtype)
+    before = A.copy()
+    w, V = randomized_eigsh(A, k, n_iter=n_iter, random_state=0)
+    w_sk, V_sk = _randomized_eigsh(A, k, n_iter=n_iter, random_state=0, selection="module")
+    np.testing.assert_array_equal(A, before)  # only read
+    assert w.shape == (k,) and V.shape == (A.shape[0], k)
+    assert w.dtype == V.dtype == w_sk.dtype
+    # Same algorithm, same random stream, same BLAS calls: equal to rounding.
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    scale = np.abs(w_sk).max()
+    np.testing.assert_allclose(w, w_sk, rtol=tol, atol=tol * scale)
+    np.testing.assert_allclose(V, V_sk, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("make, k", [(lambda: _rbf(420), 5), (_indefinite, 4), (_low_rank, 4)])
+def test_randomized_eigsh_finds_the_largest_modulus_eigenpairs(make, k):
+    A = make()
+    w, V = randomized_eigsh(A, k, n_iter=8, random_state=1)
+    full_w, full_V = linalg.eigh(A)
+    top = np.argsort(np.abs(full_w))[::-1][:k]
+    np.testing.assert_allclose(w, full_w[top], rtol=1e-8, atol=1e-10 * np.abs(full_w).max())
+    np.testing.assert_allclose(np.abs(np.sum(V * full_V[:, top], axis=0)), 1.0, atol=1e-7)
+    np.testing.assert_allclose(A @ V, V * w, atol=1e-7 * np.abs(w).max())
+
+
+def test_randomized_eigsh_random_state():
+    A = _rbf(300)
+    a = randomized_eigsh(A, 3, n_iter=1, random_state=np.random.RandomState(3))
+    b = randomized_eigsh(A, 3, n_iter=1, random_state=3)
+    c = randomized_eigsh(A, 3, n_iter=1, random_state=4)
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.array_equal(a[1], c[1])
