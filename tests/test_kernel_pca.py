@@ -19,29 +19,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
 from fastkern import decomposition, kernels
-from fastkern._kernel_api import kernel_gram
 from fastkern.decomposition import KernelPCA, krylov_block_size
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((237, 7))
 X_TEST = RNG.standard_normal((41, 7))
-
-
-def _sparse_gram_supported():
-    try:
-        kernel_gram(sp.csr_matrix(np.eye(2)), kernel="linear")
-    except TypeError:
-        return False
-    return True
-
-
-# Sparse X reaches the Gram functions as it is; they accept it once the
-# sparse-Gram branch of issue 9 is merged.  Until then the sparse cases are
-# expected to fail with that TypeError, and must pass (strict) afterwards.
-SPARSE_GRAM = _sparse_gram_supported()
-_SPARSE_REASON = "fastkern's Gram functions do not take sparse input yet (issue 9 branch)"
-needs_sparse_gram = pytest.mark.xfail(not SPARSE_GRAM, reason=_SPARSE_REASON, raises=TypeError,
-                                      strict=True)
 
 
 def _expected_failures(estimator):
@@ -55,9 +37,6 @@ def _expected_failures(estimator):
              "check_estimator_sparse_matrix"),
             "fit_inverse_transform=True raises NotImplementedError on sparse X, as "
             "scikit-learn's KernelPCA does")
-    if not SPARSE_GRAM:
-        # The other two sparse checks accept a TypeError that says "sparse".
-        return {"check_estimator_sparse_tag": _SPARSE_REASON}
     return {}
 
 
@@ -706,7 +685,6 @@ def test_lists_object_arrays_and_pandas_nullable():
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
 @pytest.mark.parametrize("solver", ["dense", "arpack", "randomized", "block_krylov"])
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "cosine"])
-@needs_sparse_gram
 def test_sparse_input_matches_dense(fmt, solver, kernel):
     X = X_TRAIN.copy()
     X[np.abs(X) < 0.8] = 0
@@ -720,7 +698,6 @@ def test_sparse_input_matches_dense(fmt, solver, kernel):
                                atol=1e-9)
 
 
-@needs_sparse_gram
 def test_sparse_input_is_not_densified(monkeypatch):
     from fastkern import decomposition as d
     seen = []

@@ -288,12 +288,6 @@ def test_nystroem_callable_kernel_object_and_warning():
     assert Nystroem().get_feature_names_out  # sklearn mixin present
     with pytest.raises(ValueError, match="gamma, coef0 or degree"):
         Nystroem(f, gamma=1.0).fit(X)
-    with pytest.raises(ValueError, match="precomputed"):
-        Nystroem("precomputed").fit(X @ X.T)
-    with pytest.raises(ValueError, match="n_components must be >= 1"):
-        Nystroem(n_components=0).fit(X)
-    with pytest.raises(ValueError, match="kernel must be"):
-        Nystroem("nope").fit(X)
     with pytest.raises(ValueError, match="NaN"):
         Nystroem().fit(np.full((4, 2), np.nan))
     with pytest.raises(ValueError, match="features"):
