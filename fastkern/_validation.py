@@ -95,11 +95,31 @@ def _all_finite(A):
     return all(np.isfinite(A[i:i + rows]).all() for i in range(0, A.shape[0], rows))
 
 
+def _as_float(original, A, name):
+    """Object, string and pandas nullable (Int64, Float64) data as float64, as
+    scikit-learn's check_array converts them (pd.NA becomes NaN)."""
+    from sklearn.utils import check_array
+
+    if A.dtype.kind == "O" and any(np.iscomplexobj(v) for v in A.flat[:1000]):
+        raise ValueError(f"Complex data not supported in {name}")
+    try:
+        return check_array(original, dtype=np.float64, ensure_all_finite=False,
+                           ensure_2d=False, allow_nd=True, ensure_min_samples=0,
+                           ensure_min_features=0)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be numeric: {exc}") from None
+
+
 def check_array_2d(A, name, *, finite=True):
     """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
     if hasattr(A, "tocsr") or hasattr(A, "todense"):
         raise TypeError(f"{name} is a sparse matrix; fastkern needs a dense array")
+    original = A
     A = np.asarray(A)
+    if A.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported in {name}")
+    if A.dtype.kind in "OUS":
+        A = _as_float(original, A, name)
     if A.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
     if A.ndim != 2:

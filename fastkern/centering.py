@@ -34,17 +34,21 @@ def center_gram(K, *, copy=False, n_threads=None):
     pass for the means and one read-write pass for the update.  In-place
     centering needs a writeable C- or F-contiguous float32/float64 array.
     """
+    given = K
     K = check_square(K, "K")
     n_threads = check_n_threads(n_threads)
     if copy:
         K = np.array(K, dtype=result_dtype(K), order="C", copy=True)
         view = K
     else:
-        view = _inplace_view(K)
+        # `K is not given`: the input was converted (a list, an object array),
+        # so centring the conversion would leave the caller's K untouched.
+        view = _inplace_view(K) if K is given else None
         if view is None:
             raise ValueError(
                 "K cannot be centred in place: it must be a writeable C- or F-contiguous "
-                f"float32/float64 array (got dtype {K.dtype}); pass copy=True"
+                f"float32/float64 array (got {type(given).__name__} of dtype "
+                f"{getattr(given, 'dtype', K.dtype)}); pass copy=True"
             )
     _centering.center_train(view, n_threads)
     return K

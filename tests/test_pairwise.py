@@ -684,11 +684,48 @@ def test_numpy_integer_n_threads_accepted():
 
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("which", ["X", "Y"])
-@pytest.mark.parametrize("dtype", [np.complex128, object, "U3", "datetime64[s]"])
-def test_non_numeric_dtype(kernel, which, dtype):
+@pytest.mark.parametrize("dtype", [object, "U8"])
+def test_object_and_string_data_converted_as_sklearn(kernel, which, dtype):
     A = GOOD.astype(dtype)
     args = (A, GOOD) if which == "X" else (GOOD, A)
-    with pytest.raises(TypeError, match=rf"^{which} must be a numeric array"):
+    expected = FUNCS[kernel](*(np.asarray(a, dtype=np.float64) for a in args))
+    assert_allclose(FUNCS[kernel](*args), expected, rtol=1e-13)
+    if kernel in SK_FUNCS:
+        assert_allclose(FUNCS[kernel](*args), SK_FUNCS[kernel](*args), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("which", ["X", "Y"])
+def test_pandas_nullable_columns(kernel, which):
+    pd = pytest.importorskip("pandas")
+    A = pd.DataFrame(np.round(GOOD * 10)).astype("Int64")
+    args = (A, GOOD) if which == "X" else (GOOD, A)
+    dense = [np.asarray(a, dtype=np.float64) for a in args]
+    assert_allclose(FUNCS[kernel](*args), FUNCS[kernel](*dense), rtol=1e-13)
+    if kernel in SK_FUNCS:
+        assert_allclose(FUNCS[kernel](*args), SK_FUNCS[kernel](*args), rtol=1e-12)
+    A.iloc[1, 1] = pd.NA
+    with pytest.raises(ValueError, match=rf"^{which} contains NaN"):
+        FUNCS[kernel](*args)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("which", ["X", "Y"])
+@pytest.mark.parametrize("bad,exc,msg", [
+    (np.complex128, ValueError, "Complex data not supported in {}"),
+    ("complex-object", ValueError, "Complex data not supported in {}"),
+    ("letters", ValueError, "{} must be numeric: could not convert"),
+    ("datetime64[s]", TypeError, "{} must be a numeric array"),
+])
+def test_non_numeric_data(kernel, which, bad, exc, msg):
+    if bad == "complex-object":
+        A = GOOD.astype(complex).astype(object)
+    elif bad == "letters":
+        A = np.full(GOOD.shape, "a")
+    else:
+        A = GOOD.astype(bad)
+    args = (A, GOOD) if which == "X" else (GOOD, A)
+    with pytest.raises(exc, match="^" + msg.format(which)):
         FUNCS[kernel](*args)
 
 
