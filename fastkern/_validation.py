@@ -113,7 +113,7 @@ def _as_float(original, A, name):
 def check_array_2d(A, name, *, finite=True):
     """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
     if hasattr(A, "tocsr") or hasattr(A, "todense"):
-        raise TypeError(f"{name} is a sparse matrix; fastkern needs a dense array")
+        raise TypeError(f"{name} is a sparse matrix; this computation needs a dense array")
     original = A
     A = np.asarray(A)
     if A.dtype.kind == "c":

@@ -41,9 +41,11 @@ def center_gram(K, *, copy=False, n_threads=None):
         K = np.array(K, dtype=result_dtype(K), order="C", copy=True)
         view = K
     else:
-        # `K is not given`: the input was converted (a list, an object array),
-        # so centring the conversion would leave the caller's K untouched.
-        view = _inplace_view(K) if K is given else None
+        # An ndarray that had to be converted (object dtype) would be centred in
+        # a copy, leaving the caller's array untouched: refuse, as for int
+        # arrays.  A list cannot be changed in place; its conversion is returned.
+        converted = K is not given and isinstance(given, np.ndarray)
+        view = None if converted else _inplace_view(K)
         if view is None:
             raise ValueError(
                 "K cannot be centred in place: it must be a writeable C- or F-contiguous "
