@@ -158,7 +158,9 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if k == capacity:
             capacity = min(2 * capacity, max_rank)
             Gt.resize((capacity, n), refcheck=False)
-        kernel_gram(X, X[p:p + 1], n_threads=column_threads, out=Gt[k].reshape(n, 1), **params)
+        # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
+        # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
+        kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n), **params)
         tau = math.sqrt(top)
         gp = np.array(Gt[:k, p], dtype=np.float64)
         batch = _inchol.update(Gt, k, gp, tau, resid, n_threads, batch)
