@@ -6,6 +6,7 @@ from fastkern.centering import KernelCenterer, center_gram
 from fastkern.decomposition import KernelPCA
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
 from fastkern.kernels import min_eigenvalue
+from fastkern.lowrank import estimate_gamma, incomplete_cholesky
 from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
     cosine_similarity,
@@ -30,7 +31,9 @@ __all__ = [
     "center_gram",
     "config_info",
     "cosine_similarity",
+    "estimate_gamma",
     "exponential_kernel",
+    "incomplete_cholesky",
     "laplacian_kernel",
     "linear_kernel",
     "min_eigenvalue",

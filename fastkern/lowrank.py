@@ -1,0 +1,299 @@
+"""Low-rank kernel tools: pivoted incomplete Cholesky and kernel width estimates.
+
+``incomplete_cholesky`` factors K ~ G G^T from the columns of K at greedily
+chosen pivots, never forming K (O(n rank) memory, O(n rank^2) time).
+``estimate_gamma`` picks an RBF ``gamma`` from the distribution of squared
+distances: the median heuristic, or kernlab's ``sigest``.
+"""
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from fastkern import _inchol
+from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
+
+__all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
+
+# Rows per call of the Gram code when reading the diagonal of K: each call
+# computes a DIAG_BLOCK x DIAG_BLOCK block (one tile of the Gram code) and
+# keeps its diagonal, which costs DIAG_BLOCK / rank of the pivot columns' work
+# and amortises the call overhead (measured at N=100,000, d=16: 64 and 256
+# rows take the same time, 1024 four times as long).
+DIAG_BLOCK = 128
+# Residuals at or below ROUNDING * eps * max(diag K) are rounding errors of
+# the kernel values and of the running update: a pivot there would add a
+# column of noise, so the factorisation stops (the numerical rank).
+ROUNDING = 4.0
+# Kernel columns of fewer multiply-adds (n * d) than this are computed on one
+# thread: they take less time than starting and joining a parallel region.
+PARALLEL_COLUMN_WORK = 1 << 18
+
+
+class IncompleteCholesky(NamedTuple):
+    """Result of :func:`incomplete_cholesky`.
+
+    G : (n, rank) array, Fortran order (its columns are contiguous), K ~ G G^T.
+    pivots : (rank,) int array, the pivot rows in the order they were chosen.
+    residual_trace : (rank + 1,) float64, trace(K - G_k G_k^T) after k pivots
+        (entry 0 is trace(K)).
+    max_residual : (rank + 1,) float64, the largest diagonal entry of
+        K - G_k G_k^T after k pivots; the first `rank` entries are kernlab's
+        ``maxresiduals``, and the factorisation stopped because the last one is
+        <= tol (or rank reached max_rank, or the rounding level).
+    """
+
+    G: np.ndarray
+    pivots: np.ndarray
+    residual_trace: np.ndarray
+    max_residual: np.ndarray
+
+
+def _check_kernel(kernel):
+    if isinstance(kernel, str) and kernel == "precomputed":
+        raise ValueError("kernel='precomputed' is not supported: incomplete_cholesky "
+                         "evaluates columns of the kernel of X; for a given matrix K use "
+                         "a (pivoted) Cholesky of K itself")
+    check_kernel_param(kernel)
+
+
+def _diagonal(X, params):
+    """diag(K), from DIAG_BLOCK x DIAG_BLOCK Gram blocks (so any kernel works).
+
+    One thread: a block is a single tile, so more threads would only add the
+    cost of starting a parallel region to every block.
+    """
+    n = X.shape[0]
+    diag = np.empty(n)
+    for start in range(0, n, DIAG_BLOCK):
+        block = kernel_gram(X[start:start + DIAG_BLOCK], n_threads=1, **params)
+        diag[start:start + block.shape[0]] = np.diagonal(block)
+    return diag
+
+
+def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
+                        kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
+    """Pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
+
+    Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
+    the largest residual diagonal r_p (the first such row on ties), computes
+    the kernel column K[:, p] with fastkern's Gram code, and appends
+
+        G[:, k] = (K[:, p] - G[:, :k] G[p, :k]^T) / sqrt(r_p),
+
+    then r -= G[:, k]^2.  K itself is never formed: memory is n x rank for G
+    plus O(n) (the kernel column is computed in place in G's storage).
+
+    Stopping rule (kernlab's, so that ranks and pivots agree with it): before
+    each step the largest residual diagonal max_i r_i is compared with
+    ``tol``; the factorisation stops when it is <= tol.  Since the residual
+    K - G G^T is positive semi-definite for a positive definite kernel, every
+    entry of it is then at most tol in absolute value.  (kernlab calls this
+    value ``residue`` and records it in ``maxresiduals``; its default tol is
+    0.001.)  It also stops after ``max_rank`` pivots, and when max_i r_i is
+    at the rounding level of K, 4 * eps * max_i K_ii with eps of the working
+    precision, where a further column would be noise (so exactly
+    rank-deficient kernels stop at their rank even with tol=0).  The trace of
+    the residual, sum_i r_i (the nuclear norm of K - G G^T), is reported at
+    every step in ``residual_trace``.
+
+    Parameters
+    ----------
+    X : array of shape (n, d), finite.  float32 input gives a float32 G
+        (kernel columns in float32, the update accumulated in float64).
+    kernel : a fastkern string kernel ("rbf", "laplacian", "linear", "poly",
+        "sigmoid", "exponential"), a fastkern kernel object or a callable,
+        with gamma / degree / coef0 / kernel_params as the estimators take
+        them (gamma=None is 1 / n_features).  "precomputed" is refused.
+    tol : float >= 0, the bound on the largest residual diagonal.
+    max_rank : int >= 1 or None (n); values above n mean n.
+    n_threads : None (OpenMP's default) or a positive int.  The result does
+        not depend on it.
+
+    Returns
+    -------
+    IncompleteCholesky (G, pivots, residual_trace, max_residual).
+    Ctrl-C is honoured between pivots and within a long update.
+    """
+    _check_kernel(kernel)
+    X = check_array_2d(X, "X")
+    n = X.shape[0]
+    tol = check_real(tol, "tol", low=0.0)
+    max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
+    max_rank = n if max_rank is None else min(max_rank, n)
+    n_threads = check_n_threads(n_threads)
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    X = np.ascontiguousarray(X, dtype=dtype)
+    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+                  kernel_params=kernel_params)
+
+    resid = _diagonal(X, params)
+    if not np.all(np.isfinite(resid)):
+        raise ValueError("the kernel's diagonal k(x, x) is not finite for some rows of X "
+                         "(e.g. an exponential kernel overflowing): choose a smaller gamma")
+    floor = ROUNDING * np.finfo(dtype).eps * max(float(resid.max()), 0.0)
+
+    # Gt[j] is column j of G.  Without max_rank the capacity grows by
+    # doubling with ndarray.resize, a realloc that large allocations do by
+    # remapping pages rather than copying them.
+    capacity = max_rank if max_rank <= 64 or max_rank < n else min(64, n)
+    Gt = np.empty((capacity, n), dtype=dtype)
+    pivots, traces, maxima = [], [], []
+    column_threads = n_threads if n * X.shape[1] >= PARALLEL_COLUMN_WORK else 1
+    batch = 0
+    k = 0
+    while True:
+        p = int(np.argmax(resid))
+        top = float(resid[p])
+        trace = float(np.sum(resid))
+        if not (math.isfinite(top) and math.isfinite(trace)):
+            raise ValueError("the kernel returned values that are not finite")
+        maxima.append(top)
+        traces.append(trace)
+        if top <= tol or top <= floor or k == max_rank:
+            break
+        if k == capacity:
+            capacity = min(2 * capacity, max_rank)
+            Gt.resize((capacity, n), refcheck=False)
+        # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
+        # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
+        kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n), **params)
+        tau = math.sqrt(top)
+        gp = np.array(Gt[:k, p], dtype=np.float64)
+        batch = _inchol.update(Gt, k, gp, tau, resid, n_threads, batch)
+        # Exact values for the pivot itself: its residual is 0 by construction.
+        Gt[k, p] = tau
+        resid[p] = 0.0
+        pivots.append(p)
+        k += 1
+    if k < capacity:
+        Gt.resize((k, n), refcheck=False)
+    return IncompleteCholesky(Gt.T, np.asarray(pivots, dtype=np.intp),
+                              np.asarray(traces), np.asarray(maxima))
+
+
+# ---------------------------------------------------------------- gamma estimates
+
+class GammaEstimate(NamedTuple):
+    """Result of :func:`estimate_gamma`.
+
+    gamma : float, the point estimate 1 / median of the squared distances.
+    quantiles : (3,) float64, 1 / the 0.9, 0.5 and 0.1 quantiles of the squared
+        distances, in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).
+        Any gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
+    """
+
+    gamma: float
+    quantiles: np.ndarray
+
+
+# Pairs per chunk when computing distances: bounds the temporary to
+# PAIR_CHUNK x d float64.
+PAIR_CHUNK = 1 << 15
+# The median heuristic uses every pair up to this many, else this many random pairs.
+MAX_PAIRS = 1_000_000
+
+
+def _sq_dists(X, i, j):
+    """||X[i] - X[j]||^2 for index arrays i, j, from direct differences in float64."""
+    out = np.empty(len(i))
+    for s in range(0, len(i), PAIR_CHUNK):
+        diff = X[i[s:s + PAIR_CHUNK]] - X[j[s:s + PAIR_CHUNK]]
+        np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
+    return out
+
+
+def _scale(X):
+    """kernlab's scaled=TRUE: standardise columns (sample sd), unless one is constant."""
+    sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
+    constant = np.flatnonzero(sd == 0)
+    if constant.size:
+        warnings.warn(f"column(s) {constant.tolist()} of X are constant: X is not scaled "
+                      "(as kernlab's sigest)", UserWarning, stacklevel=3)
+        return X
+    return (X - X.mean(axis=0)) / sd
+
+
+def _from_distances(dist):
+    dist = dist[dist != 0]
+    if dist.size == 0:
+        raise ValueError("every sampled pair of rows of X is identical (all distances "
+                         "are 0): gamma cannot be estimated")
+    # numpy's default (linear) quantile is R's type 7, quantile()'s default.
+    q = np.quantile(dist, [0.9, 0.5, 0.1])
+    quantiles = 1.0 / q
+    return GammaEstimate(float(quantiles[1]), quantiles)
+
+
+def _gamma_from_pairs(X, i, j, scaled=False):
+    """The estimate from given pairs (kernlab's sigest once its pairs are drawn)."""
+    X = np.asarray(X, dtype=np.float64)
+    if scaled:
+        X = _scale(X)
+    return _from_distances(_sq_dists(X, np.asarray(i), np.asarray(j)))
+
+
+def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
+                   scaled=False):
+    """An RBF ``gamma`` for X from its squared pairwise distances.
+
+    method="median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
+    over pairs i != j.  With ``n_pairs`` None it uses every pair when there
+    are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
+    ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
+    random pairs.  Random pairs are uniform over the unordered pairs of
+    distinct rows (i uniform, j uniform among the other rows, with
+    replacement), drawn from ``random_state``.
+
+    method="sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
+    pairs (i, j), i and j drawn independently and uniformly with replacement
+    (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
+    R's random generator; the same pairs give the same values (tested), but
+    a seed here does not reproduce R's draw.
+
+    Both drop zero distances (identical rows, and i == j) and return 1 / the
+    0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
+    values, the middle one being the point estimate ``gamma``.  kernlab's
+    gamma is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
+
+    scaled : bool, default False.  True standardises the columns first
+        (centred, divided by the sample standard deviation; if any column is
+        constant nothing is scaled, with a warning), as kernlab's default
+        ``scaled = TRUE``; kernlab's ksvm scales the data it fits too.
+        fastkern's kernels use X as given, so the default estimates gamma for
+        X as given.
+
+    Returns a GammaEstimate (gamma, quantiles).
+    """
+    if method not in ("median", "sigest"):
+        raise ValueError(f"method must be 'median' or 'sigest', got {method!r}")
+    X = check_array_2d(X, "X")
+    frac = check_real(frac, "frac", low=0.0, low_inclusive=False)
+    n_pairs = check_int(n_pairs, "n_pairs", 1, allow_none=True)
+    if not isinstance(scaled, (bool, np.bool_)):
+        raise TypeError(f"scaled must be True or False, got {scaled!r}")
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"X needs at least 2 rows to estimate gamma, got {n}")
+    X = np.asarray(X, dtype=np.float64)
+    if scaled:
+        X = _scale(X)
+    rng = check_random_state(random_state)
+    if method == "sigest":
+        m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
+        if m < 1:
+            raise ValueError(f"frac * n_samples = {frac * n} gives no pairs: increase frac")
+        i = rng.randint(n, size=m)
+        j = rng.randint(n, size=m)
+    else:
+        total = n * (n - 1) // 2
+        m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
+        if m >= total:
+            i, j = np.triu_indices(n, k=1)
+        else:
+            i = rng.randint(n, size=m)
+            j = (i + 1 + rng.randint(n - 1, size=m)) % n
+    return _from_distances(_sq_dists(X, i, j))

@@ -1,0 +1,310 @@
+"""fastkern.incomplete_cholesky and fastkern.estimate_gamma.
+
+References: the exact Gram (scikit-learn), scipy's pdist, and kernlab's
+inchol and sigest through values stored in tests/data/kernlab_refs.json,
+written by tests/data/make_kernlab_refs.R (CI has no R; the last test reruns
+the script where R and kernlab are installed and checks the file is current).
+"""
+import json
+import pathlib
+import shutil
+import signal
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import pdist
+from sklearn.metrics import pairwise as skp
+
+import fastkern
+from fastkern import kernels
+from fastkern._testing import time_to_interrupt
+from fastkern.lowrank import _gamma_from_pairs, estimate_gamma, incomplete_cholesky
+
+DATA = pathlib.Path(__file__).resolve().parent / "data"
+REFS = json.loads((DATA / "kernlab_refs.json").read_text())
+
+
+def _data(n, d, dtype=np.float64, seed=0):
+    return np.random.default_rng(seed).standard_normal((n, d)).astype(dtype)
+
+
+def _sk_gram(X, kernel, **params):
+    X = np.asarray(X, dtype=np.float64)
+    if kernel == "exponential":  # not a scikit-learn kernel
+        return np.exp(params["gamma"] * (X @ X.T))
+    return skp.pairwise_kernels(X, metric=kernel, **params)
+
+
+# ---------------------------------------------------------------- incomplete Cholesky
+
+@pytest.mark.parametrize("case", REFS["inchol"], ids=lambda c: c["name"])
+def test_pivots_and_residuals_agree_with_kernlab(case):
+    X = np.array(case["X"])
+    params = dict(case["fastkern"])
+    res = incomplete_cholesky(X, tol=case["tol"], **params)
+    np.testing.assert_array_equal(res.pivots, case["pivots"])
+    # kernlab's maxresiduals: the largest residual before each pivot.
+    np.testing.assert_allclose(res.max_residual[:-1], case["maxresiduals"],
+                               rtol=1e-9, atol=1e-12)
+    # And the one that stopped it, from kernlab's final residual diagonal.
+    assert res.max_residual[-1] == pytest.approx(max(case["diagresidues"]), rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("dtype, tol, atol", [(np.float64, 1e-6, 1e-12),
+                                              (np.float32, 1e-3, 2e-6)])
+@pytest.mark.parametrize("n", [1, 2, 257])
+@pytest.mark.parametrize("kernel, params", [
+    ("rbf", {"gamma": 0.3}),
+    ("laplacian", {"gamma": 0.2}),
+    ("poly", {"gamma": 0.5, "degree": 3, "coef0": 1.0}),
+    ("exponential", {"gamma": 0.1}),
+])
+def test_factor_approximates_the_exact_gram(dtype, tol, atol, n, kernel, params):
+    X = _data(n, 6, dtype)
+    res = incomplete_cholesky(X, kernel, tol=tol, **params)
+    assert res.G.dtype == dtype and res.G.shape == (n, len(res.pivots))
+    K = _sk_gram(X, kernel, **params)
+    G = res.G.astype(np.float64)
+    R = K - G @ G.T
+    # R is positive semi-definite, so |R_ij| <= max_i R_ii <= tol.
+    assert res.max_residual[-1] <= tol
+    scale = max(1.0, np.abs(K).max())
+    assert np.abs(R).max() <= tol * scale + atol * scale
+    # Distinct pivots, and the factor reproduces the pivot columns.
+    assert len(set(res.pivots.tolist())) == len(res.pivots)
+    np.testing.assert_allclose(R[:, res.pivots], 0, atol=10 * atol * scale)
+
+
+def test_residual_trace_and_maximum_match_every_step():
+    X = _data(120, 4, seed=3)
+    res = incomplete_cholesky(X, "rbf", gamma=0.02, tol=1e-6)
+    K = _sk_gram(X, "rbf", gamma=0.02)
+    rank = len(res.pivots)
+    assert res.residual_trace.shape == res.max_residual.shape == (rank + 1,)
+    assert 10 < rank < 120
+    for k in range(rank + 1):
+        diag = np.diag(K) - np.sum(res.G[:, :k] ** 2, axis=1)
+        assert res.residual_trace[k] == pytest.approx(np.sum(diag), rel=1e-9, abs=1e-11)
+        assert res.max_residual[k] == pytest.approx(diag.max(), rel=1e-9, abs=1e-11)
+    R = K - res.G @ res.G.T
+    assert np.trace(R) == pytest.approx(res.residual_trace[-1], rel=1e-9, abs=1e-11)
+    assert np.all(np.diff(res.residual_trace) <= 1e-12)
+
+
+def test_kernel_objects_and_callables():
+    X = _data(90, 3, seed=4)
+    k = kernels.RBF(gamma=0.4) + 0.5 * kernels.Linear()
+    res = incomplete_cholesky(X, k, tol=1e-8)
+    K = _sk_gram(X, "rbf", gamma=0.4) + 0.5 * _sk_gram(X, "linear")
+    assert np.abs(K - res.G @ res.G.T).max() <= 1e-8 * np.diag(K).max() + 1e-12
+
+    def rbf(x, y, gamma):
+        return np.exp(-gamma * np.sum((x - y) ** 2))
+
+    small = X[:30]
+    res_c = incomplete_cholesky(small, rbf, kernel_params={"gamma": 0.4}, tol=1e-8)
+    res_s = incomplete_cholesky(small, "rbf", gamma=0.4, tol=1e-8)
+    np.testing.assert_array_equal(res_c.pivots, res_s.pivots)
+    np.testing.assert_allclose(res_c.G, res_s.G, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_and_two_threads_give_identical_factors(dtype):
+    # 1100 rows: two full row blocks of the update and a partial one.
+    X = _data(1100, 5, dtype, seed=5)
+    one = incomplete_cholesky(X, "rbf", gamma=0.2, max_rank=80, n_threads=1)
+    two = incomplete_cholesky(X, "rbf", gamma=0.2, max_rank=80, n_threads=2)
+    np.testing.assert_array_equal(one.pivots, two.pivots)
+    np.testing.assert_array_equal(one.G, two.G)
+    np.testing.assert_array_equal(one.residual_trace, two.residual_trace)
+
+
+@pytest.mark.parametrize("tol", [1e-6, 0.0])
+def test_exactly_rank_deficient_kernels_stop_at_their_rank(tol):
+    X = _data(300, 5, seed=6)
+    lin = incomplete_cholesky(X, "linear", tol=tol)
+    assert lin.G.shape == (300, 5)
+    np.testing.assert_allclose(lin.G @ lin.G.T, X @ X.T, atol=1e-10)
+    # Degree-2 polynomial on 3 features: a 10-dimensional feature space.
+    poly = incomplete_cholesky(X[:, :3], "poly", degree=2, gamma=1.0, coef0=1.0, tol=tol)
+    assert poly.G.shape == (300, 10)
+
+
+def test_max_rank_is_honoured_and_capacity_growth_is_invisible():
+    X = _data(400, 8, seed=7)
+    capped = incomplete_cholesky(X, "rbf", gamma=0.05, tol=0.0, max_rank=7)
+    assert capped.G.shape == (400, 7) and capped.pivots.shape == (7,)
+    assert capped.residual_trace.shape == (8,)
+    # Without max_rank G grows past its first capacity of 64 columns.
+    grown = incomplete_cholesky(X, "rbf", gamma=0.05, tol=1e-7)
+    fixed = incomplete_cholesky(X, "rbf", gamma=0.05, tol=1e-7, max_rank=400)
+    assert grown.G.shape[1] > 64
+    np.testing.assert_array_equal(grown.pivots, fixed.pivots)
+    np.testing.assert_array_equal(grown.G, fixed.G)
+    np.testing.assert_array_equal(capped.pivots, grown.pivots[:7])
+    # Above n means n.
+    assert incomplete_cholesky(X[:5], "rbf", tol=0.0, max_rank=50).G.shape[1] <= 5
+
+
+def test_strided_and_read_only_input():
+    X = _data(200, 10, seed=8)
+    ref = incomplete_cholesky(np.ascontiguousarray(X[::2, ::2]), "rbf", gamma=0.3)
+    ro = np.asfortranarray(X)[::2, ::2]
+    ro.setflags(write=False)
+    res = incomplete_cholesky(ro, "rbf", gamma=0.3)
+    np.testing.assert_array_equal(res.pivots, ref.pivots)
+    np.testing.assert_array_equal(res.G, ref.G)
+
+
+def test_zero_kernel_gives_rank_zero():
+    res = incomplete_cholesky(np.zeros((4, 2)), "linear")
+    assert res.G.shape == (4, 0) and res.pivots.shape == (0,)
+    np.testing.assert_array_equal(res.residual_trace, [0.0])
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    ({"X": [[np.nan, 1.0]]}, ValueError, "X contains NaN"),
+    ({"X": [[np.inf, 1.0]]}, ValueError, "X contains NaN"),
+    ({"X": np.zeros((0, 3))}, ValueError, "X is empty"),
+    ({"X": [1.0, 2.0]}, ValueError, "2-D"),
+    ({"tol": -1e-3}, ValueError, "tol must be >= 0"),
+    ({"tol": float("nan")}, ValueError, "tol must be finite"),
+    ({"tol": "small"}, TypeError, "tol must be a real"),
+    ({"max_rank": 0}, ValueError, "max_rank must be >= 1"),
+    ({"max_rank": 2.5}, TypeError, "max_rank must be"),
+    ({"kernel": "gaussian"}, ValueError, "kernel must be one of"),
+    ({"kernel": "precomputed"}, ValueError, "precomputed"),
+    ({"n_threads": 0}, ValueError, "n_threads"),
+    ({"kernel": "exponential", "gamma": 1e3}, ValueError, "not finite"),
+])
+def test_bad_input_is_refused(kwargs, err, match):
+    args = {"X": _data(5, 2)} | kwargs
+    with pytest.raises(err, match=match):
+        incomplete_cholesky(args.pop("X"), **args)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs POSIX signals")
+def test_ctrl_c_stops_the_factorisation():
+    # Some seconds on 2 cores if it runs to the end.
+    X = _data(60000, 16, seed=9)
+    threads = threading.active_count()
+    latency = time_to_interrupt(lambda: incomplete_cholesky(X, "rbf", tol=0.0, max_rank=1500))
+    assert latency is not None, "the factorisation finished before Ctrl-C: make it larger"
+    assert latency < 1.0
+    assert threading.active_count() == threads
+
+
+def test_exported_from_the_package():
+    assert fastkern.incomplete_cholesky is incomplete_cholesky
+    assert fastkern.estimate_gamma is estimate_gamma
+    assert {"incomplete_cholesky", "estimate_gamma"} <= set(fastkern.__all__)
+
+
+# ---------------------------------------------------------------- gamma estimates
+
+def test_median_heuristic_matches_pdist():
+    X = _data(200, 5, seed=10) * [1, 2, 3, 0.5, 1]
+    d = pdist(X, "sqeuclidean")
+    est = estimate_gamma(X)
+    assert est.gamma == pytest.approx(1 / np.median(d), rel=1e-12)
+    np.testing.assert_allclose(est.quantiles, 1 / np.quantile(d, [0.9, 0.5, 0.1]), rtol=1e-12)
+    assert est.gamma == est.quantiles[1]
+
+
+def test_median_heuristic_drops_identical_rows_and_scales():
+    X = np.repeat(_data(40, 3, seed=11), 3, axis=0)
+    d = pdist(X, "sqeuclidean")
+    assert estimate_gamma(X).gamma == pytest.approx(1 / np.median(d[d > 0]), rel=1e-12)
+    Z = (X - X.mean(0)) / X.std(0, ddof=1)
+    dz = pdist(Z, "sqeuclidean")
+    assert estimate_gamma(X, scaled=True).gamma == pytest.approx(1 / np.median(dz[dz > 0]),
+                                                                  rel=1e-12)
+
+
+def test_median_heuristic_subsamples_large_inputs():
+    X = _data(1500, 4, seed=12)  # 1,124,250 pairs: more than the 1,000,000 used
+    exact = 1 / np.median(pdist(X, "sqeuclidean"))
+    a = estimate_gamma(X, random_state=0)
+    np.testing.assert_array_equal(a.quantiles, estimate_gamma(X, random_state=0).quantiles)
+    assert a.gamma != estimate_gamma(X, random_state=1).gamma
+    assert a.gamma == pytest.approx(exact, rel=0.01)
+    few = estimate_gamma(X, n_pairs=20000, random_state=0)
+    assert few.gamma == pytest.approx(exact, rel=0.05)
+    assert estimate_gamma(X[:50], n_pairs=10**6).gamma == pytest.approx(
+        1 / np.median(pdist(X[:50], "sqeuclidean")), rel=1e-12)
+
+
+@pytest.mark.parametrize("case", REFS["sigest"], ids=lambda c: c["name"])
+def test_sigest_agrees_with_kernlab_on_the_same_pairs(case):
+    est = _gamma_from_pairs(np.array(case["X"]), case["i"], case["j"], case["scaled"])
+    np.testing.assert_allclose(est.quantiles, case["sigest"], rtol=1e-12)
+    assert est.gamma == est.quantiles[1]
+
+
+@pytest.mark.parametrize("case", [c for c in REFS["sigest"] if c["name"].startswith("simplex")],
+                         ids=lambda c: c["name"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sigest_agrees_with_kernlab_where_sampling_cannot_matter(case, seed):
+    # Rows of 3 * identity: every pair of distinct rows is at the same
+    # distance, so whichever pairs are drawn the values are kernlab's.
+    est = estimate_gamma(np.array(case["X"]), "sigest", frac=case["frac"],
+                         scaled=case["scaled"], random_state=seed)
+    np.testing.assert_allclose(est.quantiles, case["sigest"], rtol=1e-12)
+
+
+def test_sigest_draws_frac_n_pairs_with_replacement():
+    X = _data(101, 3, seed=13)
+    rng = np.random.RandomState(7)
+    i, j = rng.randint(101, size=50), rng.randint(101, size=50)
+    d = np.sum((X[i] - X[j]) ** 2, axis=1)
+    expected = 1 / np.quantile(d[d != 0], [0.9, 0.5, 0.1])
+    est = estimate_gamma(X, "sigest", frac=0.5, random_state=7)
+    np.testing.assert_allclose(est.quantiles, expected, rtol=1e-12)
+
+
+def test_sigest_constant_column_is_not_scaled_with_a_warning():
+    X = np.column_stack([_data(30, 2, seed=14), np.ones(30)])
+    with pytest.warns(UserWarning, match="constant"):
+        scaled = estimate_gamma(X, scaled=True)
+    np.testing.assert_array_equal(scaled.quantiles, estimate_gamma(X).quantiles)
+
+
+@pytest.mark.parametrize("args, kwargs, err, match", [
+    ((), {"method": "mean"}, ValueError, "method must be"),
+    ((), {"frac": 0.0}, ValueError, "frac must be > 0"),
+    ((), {"n_pairs": 0}, ValueError, "n_pairs must be >= 1"),
+    ((), {"scaled": "yes"}, TypeError, "scaled must be"),
+    ((), {"method": "sigest", "frac": 0.01}, ValueError, "gives no pairs"),
+])
+def test_estimate_gamma_bad_input(args, kwargs, err, match):
+    with pytest.raises(err, match=match):
+        estimate_gamma(_data(20, 2), *args, **kwargs)
+
+
+def test_estimate_gamma_degenerate_data():
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        estimate_gamma(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="all distances"):
+        estimate_gamma(np.ones((5, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        estimate_gamma([[0.0, np.nan], [1.0, 2.0]])
+
+
+# ---------------------------------------------------------------- stored references
+
+def _have_kernlab():
+    if shutil.which("Rscript") is None:
+        return False
+    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
+                          capture_output=True, timeout=60)
+    return proc.returncode == 0
+
+
+@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+def test_stored_kernlab_references_are_current(tmp_path):
+    out = tmp_path / "refs.json"
+    subprocess.run(["Rscript", str(DATA / "make_kernlab_refs.R"), str(out)], check=True,
+                   capture_output=True, timeout=300)
+    assert json.loads(out.read_text()) == REFS
