@@ -363,7 +363,12 @@ class KernelRidgeCV(_KernelRegressorBase):
             driver = "evr"
         else:
             driver = "ev"
-        lam, U = linalg.eigh(K.T, overwrite_a=True, driver=driver, check_finite=False)
+        if m == 1:
+            # scipy < 1.12's syevd wrapper asks for too small a workspace at
+            # n = 1 and fails; the eigenproblem of a 1 x 1 matrix is itself.
+            lam, U = K[0].copy(), np.ones((1, 1), dtype=K.dtype)
+        else:
+            lam, U = linalg.eigh(K.T, overwrite_a=True, driver=driver, check_finite=False)
         self._eigen_driver = driver
         lam = lam.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -1,9 +1,21 @@
-"""The fastkern command line, run as `python -m fastkern` in a subprocess."""
+"""The fastkern command line.
+
+Most tests call ``fastkern.cli.main`` in this process, with stdout, stderr,
+warnings and the working directory as a separate process would have them: a
+subprocess would spend about 2 s per call importing scikit-learn and
+matplotlib.  The entry point itself (``python -m fastkern``), exit codes and
+Ctrl-C are tested in real subprocesses.
+"""
+import contextlib
 import csv
+import io
 import json
+import logging
+import os
 import re
 import subprocess
 import sys
+import warnings
 
 import matplotlib.image
 import numpy as np
@@ -12,11 +24,38 @@ import pytest
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def fastkern(*args, cwd):
-    """Run the command line; cwd must not be the source checkout, whose
+def fastkern_subprocess(*args, cwd):
+    """Run ``python -m fastkern``; cwd must not be the source checkout, whose
     fastkern/ would shadow the installed package."""
     return subprocess.run([sys.executable, "-m", "fastkern", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def fastkern(*args, cwd):
+    """Run the command line in this process, as ``python -m fastkern`` would run it."""
+    from fastkern.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    # No logging handlers, as in a fresh interpreter (pytest adds its own).
+    root = logging.getLogger()
+    handlers, root.handlers = root.handlers, []
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            # A fresh interpreter's warning rules, printed to (the captured) stderr.
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            warnings.showwarning = warnings._showwarning_orig
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse: --help and usage errors
+                code = exc.code
+    finally:
+        root.handlers = handlers
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code or 0, out.getvalue(), err.getvalue())
 
 
 def assert_png(path):
@@ -236,6 +275,19 @@ def test_help(cmd, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "usage: fastkern" in proc.stdout
     assert "--threads" in proc.stdout or not cmd
+
+
+def test_entry_point_in_a_subprocess(tmp_path):
+    """`python -m fastkern` itself: help on stdout, a usage error as exit code 2
+    with one line on stderr, a run's CSV on stdout."""
+    proc = fastkern_subprocess("kpca", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "usage: fastkern kpca" in proc.stdout, proc.stderr
+    assert_usage_error(fastkern_subprocess("kpca", tmp_path / "nope.csv", cwd=tmp_path),
+                       "nope.csv", "no such file")
+    data, X = gaussian_csv(tmp_path / "d.csv", 60, 3)
+    proc = fastkern_subprocess("kpca", data, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == fastkern("kpca", data, cwd=tmp_path).stdout
 
 
 # ---------------------------------------------------------------- errors
