@@ -17,16 +17,6 @@ RANK = _bench.scaled(500)
 D = 16
 
 
-def _measure_once(fn):
-    if _bench.memory_method() == "rss":
-        return _bench._rss_peak(fn)
-    import time
-
-    t0 = time.perf_counter()
-    _, peak = _bench.tracemalloc_peak(fn)
-    return time.perf_counter() - t0, peak
-
-
 def test_incomplete_cholesky_rank_500(benchmark, benchmark_only):
     benchmark.group = f"target: incomplete_cholesky N={N} d={D} RBF rank {RANK}"
     X, _ = _bench.make_data(N, D)
@@ -34,7 +24,7 @@ def test_incomplete_cholesky_rank_500(benchmark, benchmark_only):
 
     def fit():
         # tol=0: run to max_rank whatever the residual.
-        measured["seconds"], measured["peak"] = _measure_once(
+        measured["seconds"], measured["peak"] = _bench.measure_once(
             lambda: measured.setdefault(
                 "result", fastkern.incomplete_cholesky(X, "rbf", tol=0.0, max_rank=RANK)))
 

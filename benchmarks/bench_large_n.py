@@ -17,16 +17,6 @@ N_NYSTROM = _bench.scaled(5000)
 LANDMARKS = sorted({_bench.scaled(m) for m in (100, 300, 1000, 2000)} - {N_NYSTROM})
 
 
-def _measure_once(fn):
-    if _bench.memory_method() == "rss":
-        return _bench._rss_peak(fn)
-    import time
-
-    t0 = time.perf_counter()
-    _, peak = _bench.tracemalloc_peak(fn)
-    return time.perf_counter() - t0, peak
-
-
 def test_matrix_free_kernel_pca(benchmark, benchmark_only):
     benchmark.group = f"target: matrix-free KernelPCA N={N_LARGE} d=16 RBF 5 components"
     X, _ = _bench.make_data(N_LARGE, 16)
@@ -34,7 +24,7 @@ def test_matrix_free_kernel_pca(benchmark, benchmark_only):
     measured = {}
 
     def fit():
-        measured["seconds"], measured["peak"] = _measure_once(lambda: est.fit(X))
+        measured["seconds"], measured["peak"] = _bench.measure_once(lambda: est.fit(X))
 
     benchmark.pedantic(fit, rounds=1, iterations=1, warmup_rounds=0)
     benchmark.extra_info.update(

@@ -266,6 +266,15 @@ def _rss_peak(fn):
 # ---------------------------------------------------------------- timing
 
 
+
+def measure_once(fn):
+    """(seconds, peak bytes) of one call: peak RSS where the kernel resets it, else tracemalloc."""
+    if memory_method() == "rss":
+        return _rss_peak(fn)
+    t0 = time.perf_counter()
+    _, peak = tracemalloc_peak(fn)
+    return time.perf_counter() - t0, peak
+
 def best_time(fn, *, min_time=0.2, max_repeat=5, first=None):
     """Fastest of up to max_repeat calls, stopping once min_time has been spent.
 

@@ -3,7 +3,7 @@ import signal
 import threading
 import time
 
-__all__ = ["time_to_interrupt"]
+__all__ = ["raised", "time_to_interrupt"]
 
 
 def time_to_interrupt(fn, delay=0.3):
@@ -37,3 +37,12 @@ def time_to_interrupt(fn, delay=0.3):
         if state.get("done"):
             return None
         return caught - state["fired"]
+
+
+def raised(fn):
+    """The exception fn() raises, or None: for comparing errors with scikit-learn's."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the exception itself is compared
+        return e
+    return None

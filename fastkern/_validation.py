@@ -95,6 +95,16 @@ def _all_finite(A):
     return all(np.isfinite(A[i:i + rows]).all() for i in range(0, A.shape[0], rows))
 
 
+def _check_numeric_2d_nonempty(A, name):
+    """Dense or sparse A: a numeric dtype, 2-D, at least one row and column."""
+    if A.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got {A.ndim}-D with shape {A.shape}")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {A.shape}); at least one row and one column are needed")
+
+
 def _as_float(original, A, name):
     """Object, string and pandas nullable (Int64, Float64) data as float64, as
     scikit-learn's check_array converts them (pd.NA becomes NaN)."""
@@ -120,12 +130,7 @@ def check_array_2d(A, name, *, finite=True):
         raise ValueError(f"Complex data not supported in {name}")
     if A.dtype.kind in "OUS":
         A = _as_float(original, A, name)
-    if A.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {A.ndim}-D with shape {A.shape}")
-    if A.shape[0] == 0 or A.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {A.shape}); at least one row and one column are needed")
+    _check_numeric_2d_nonempty(A, name)
     if finite and A.dtype.kind == "f" and not _all_finite(A):
         raise ValueError(f"{name} contains NaN or infinity")
     return A
@@ -239,12 +244,7 @@ def check_sparse_2d(A, name, dtype, *, canonical=True):
     copy when the input had them (canonical=False skips this); the input
     itself is never modified.
     """
-    if A.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a numeric array, got dtype {A.dtype}")
-    if A.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array, got {A.ndim}-D with shape {A.shape}")
-    if A.shape[0] == 0 or A.shape[1] == 0:
-        raise ValueError(f"{name} is empty (shape {A.shape}); at least one row and one column are needed")
+    _check_numeric_2d_nonempty(A, name)
     A = A.tocsr()
     if A.dtype != dtype:
         A = A.astype(dtype)

@@ -11,6 +11,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern import KernelCenterer, center_gram
 from fastkern._bench import tracemalloc_peak
+from fastkern._testing import raised
 
 
 def gram(n, dtype=np.float64, seed=0, d=4):
@@ -310,14 +311,6 @@ def test_bad_k_center_gram(K, exc, msg):
         center_gram(K)
 
 
-def _raised(fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the exception itself is compared
-        return e
-    return None
-
-
 @pytest.mark.parametrize("method", ["fit", "transform", "fit_transform"])
 @pytest.mark.parametrize("K", [K for K, _, _ in BAD_K] + [
     np.ones((2, 3)), [[1.0, 2.0], [3.0, "a"]], np.eye(3)[:, :1]], ids=range(14))
@@ -328,8 +321,8 @@ def test_kernel_centerer_bad_input_raises_as_sklearn(method, K):
             est.fit(np.eye(2))
         return lambda: getattr(est, method)(K)
 
-    ref = _raised(call(SkKernelCenterer()))
-    ours = _raised(call(KernelCenterer()))
+    ref = raised(call(SkKernelCenterer()))
+    ours = raised(call(KernelCenterer()))
     if ref is None:
         assert ours is None
         return
@@ -363,8 +356,8 @@ def test_kernel_centerer_feature_names_and_pandas_output():
     pd.testing.assert_frame_equal(kc.fit_transform(df), sk.fit_transform(df), rtol=1e-12)
     # a test cross-Gram with other column names: scikit-learn's error, word for word
     bad = df.rename(columns={"s0": "t0"})
-    ref = _raised(lambda: sk.transform(bad))
-    ours = _raised(lambda: kc.transform(bad))
+    ref = raised(lambda: sk.transform(bad))
+    ours = raised(lambda: kc.transform(bad))
     assert type(ours) is type(ref) and str(ours) == str(ref)
     # fitted on a DataFrame, transformed with an array: scikit-learn's warning
     with pytest.warns(UserWarning, match="X does not have valid feature names"):

@@ -15,6 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import fastkern
 from fastkern import kernels
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
+from fastkern._testing import raised
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((123, 6))
@@ -355,14 +356,6 @@ def test_dtypes_follow_sklearn(x_dtype, y_dtype, alpha, kernel, weighted):
         assert cv.predict(Xt).dtype == ref_pred.dtype
 
 
-def _raised(fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the exception itself is compared
-        return e
-    return None
-
-
 @pytest.mark.parametrize("X", [
     np.ones((4, 3), dtype=complex), np.empty((0, 3)), np.empty((4, 0)), np.ones(4),
     [[1.0, 2.0]] * 3 + [[3.0, "a"]], np.array([[1.0, np.inf]] * 4),
@@ -378,7 +371,7 @@ def test_bad_input_raises_as_sklearn(X, method, cls):
             return lambda: est.predict(X)
         return lambda: est.fit(X, y)
 
-    ref, ours = _raised(call(SkKernelRidge())), _raised(call(cls()))
+    ref, ours = raised(call(SkKernelRidge())), raised(call(cls()))
     assert ref is not None
     assert type(ours) is type(ref)
     assert str(ours).replace(cls.__name__, "KernelRidge") == str(ref)

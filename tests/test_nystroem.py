@@ -10,6 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern import kernels
 from fastkern.nystroem import Nystroem
+from fastkern._testing import raised
 
 RNG = np.random.default_rng(0)
 # chi2 kernels need non-negative data; every kernel is fine on [0, 1).
@@ -114,14 +115,6 @@ def test_kernel_parameters_refused_for_callables_and_precomputed(kernel, params)
         Nystroem(kernel, n_components=5, **params).fit(X)
 
 
-def _raised(fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the exception itself is compared
-        return e
-    return None
-
-
 @pytest.mark.parametrize("X", [
     np.ones((4, 3), dtype=complex), np.empty((0, 3)), np.empty((4, 0)), np.ones(5),
     [[1.0, 2.0], [3.0, "a"]], np.array([[1.0, np.nan]] * 3), np.ones((2, 2, 2)),
@@ -135,7 +128,7 @@ def test_bad_input_raises_as_sklearn(X, method):
             return lambda: est.transform(X)
         return lambda: est.fit(X)
 
-    ref, ours = _raised(call(SkNystroem)), _raised(call(Nystroem))
+    ref, ours = raised(call(SkNystroem)), raised(call(Nystroem))
     assert ref is not None
     assert type(ours) is type(ref)
     assert str(ours).replace("fastkern", "sklearn") == str(ref)
@@ -165,7 +158,7 @@ def test_feature_names_and_pandas_output_as_sklearn():
     assert isinstance(out, pd.DataFrame)
     pd.testing.assert_frame_equal(out, ref.transform(df), rtol=1e-8)
     bad = df.rename(columns={"f0": "g0"})
-    ref_err, our_err = _raised(lambda: ref.transform(bad)), _raised(lambda: ours.transform(bad))
+    ref_err, our_err = raised(lambda: ref.transform(bad)), raised(lambda: ours.transform(bad))
     assert type(our_err) is type(ref_err) and str(our_err) == str(ref_err)
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         ours.transform(X_TEST)
