@@ -71,10 +71,8 @@ MAX_WIDTH = 8192
 # A scattered product costs about this many gemm multiply-adds (measured on
 # the 2-core dev machine: 1.6 ns against 0.1 ns).
 DENSE_GAIN = 16
-# Bounds the dense blocks to (n + m) x 512 float64, O(n) memory.  On the
-# benchmark 512 columns instead of 256 took the cosine Gram from 0.35-0.40 s
-# to 0.27-0.35 s (2 cores, AMD EPYC) with the same peak memory (tracemalloc).
-MAX_DENSE = 512
+# Bounds the dense blocks to (n + m) x 256 float64, O(n) memory.
+MAX_DENSE = 256
 # Work of one item, in scattered products: about 20 ms of one core.
 MAX_ITEM_WORK = 1 << 23
 
