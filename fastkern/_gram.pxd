@@ -1,5 +1,10 @@
 # Shared declarations of the Gram tile kernel, cimported by _matfree.pyx.
 from cython cimport floating
+from libc.math cimport pow, tanh
+
+from fastkern._maps cimport (
+    FK_MAX_SEG, fk_affine_d, fk_affine_f, fk_ipow_d, fk_ipow_f, fk_vexp_d, fk_vexp_f,
+)
 
 cdef enum:
     K_LINEAR = 0
@@ -30,3 +35,38 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
 
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
                        int n_threads) noexcept nogil
+
+
+cdef inline void map_dot(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """Inner products -> kernel values in place (linear, poly, sigmoid, exponential):
+    the rule of the BLAS tile path, shared by _gram and _sparse."""
+    cdef Py_ssize_t j, j0, len_
+    cdef int kind = spec.kind
+    if kind == K_LINEAR:
+        return
+    if kind == K_EXPONENTIAL:
+        if floating is double:
+            fk_vexp_d(g, n, spec.gamma)
+        else:
+            fk_vexp_f(g, n, <float> spec.gamma)
+    elif kind == K_POLY and spec.idegree > 0:
+        # fk_ipow keeps a stack buffer of FK_MAX_SEG values.
+        j0 = 0
+        while j0 < n:
+            len_ = min(<Py_ssize_t> FK_MAX_SEG, n - j0)
+            if floating is double:
+                fk_ipow_d(g + j0, len_, spec.gamma, spec.coef0, spec.idegree)
+            else:
+                fk_ipow_f(g + j0, len_, <float> spec.gamma, <float> spec.coef0, spec.idegree)
+            j0 += len_
+    else:
+        if floating is double:
+            fk_affine_d(g, n, spec.gamma, spec.coef0)
+        else:
+            fk_affine_f(g, n, <float> spec.gamma, <float> spec.coef0)
+        if kind == K_POLY:
+            for j in range(n):
+                g[j] = pow(g[j], spec.degree)
+        else:
+            for j in range(n):
+                g[j] = tanh(g[j])

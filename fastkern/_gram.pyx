@@ -60,7 +60,7 @@ scikit-learn against an exact (long double) reference, over offsets up to
 """
 from cpython.exc cimport PyErr_CheckSignals
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp, tanh, pow
+from libc.math cimport exp
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
@@ -77,8 +77,7 @@ from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
-    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_ipow_d, fk_ipow_f,
-    fk_affine_d, fk_affine_f,
+    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f,
 )
 
 cdef enum:
@@ -117,35 +116,6 @@ cdef inline void _gemm_nt(const floating *A, const floating *B, floating *C,
     else:
         sgemm(&ta, &tb, &bj, &bi, &d, &sone, <float *> B, &lda, <float *> A, &lda,
               &szero, C, &ldc)
-
-
-cdef inline void _map_dot_row(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
-    """Turn a row segment of inner products into kernel values in place."""
-    cdef Py_ssize_t j
-    cdef int kind = spec.kind
-    if kind == K_LINEAR:
-        return
-    if kind == K_EXPONENTIAL:
-        if floating is double:
-            fk_vexp_d(g, n, spec.gamma)
-        else:
-            fk_vexp_f(g, n, <float> spec.gamma)
-    elif kind == K_POLY and spec.idegree > 0:
-        if floating is double:
-            fk_ipow_d(g, n, spec.gamma, spec.coef0, spec.idegree)
-        else:
-            fk_ipow_f(g, n, <float> spec.gamma, <float> spec.coef0, spec.idegree)
-    else:
-        if floating is double:
-            fk_affine_d(g, n, spec.gamma, spec.coef0)
-        else:
-            fk_affine_f(g, n, <float> spec.gamma, <float> spec.coef0)
-        if kind == K_POLY:
-            for j in range(n):
-                g[j] = pow(g[j], spec.degree)
-        else:
-            for j in range(n):
-                g[j] = tanh(g[j])
 
 
 cdef inline double _sqdist(const floating *x, const floating *y, Py_ssize_t d) noexcept nogil:
@@ -240,7 +210,7 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
         return
     _gemm_nt(X, Y, out, <int> bi, <int> bj, <int> d, <int> ldo)
     for i in range(bi):
-        _map_dot_row(out + i * ldo, bj, spec)
+        map_dot(out + i * ldo, bj, spec)
 
 
 def centred_rows(X, const double[::1] mean, int n_threads):

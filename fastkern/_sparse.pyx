@@ -41,7 +41,7 @@ one index dtype) by fastkern.pairwise before any code here runs.
 """
 from cython cimport floating
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp, tanh, pow, fabs
+from libc.math cimport exp, fabs
 from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
@@ -56,12 +56,9 @@ cdef extern from "fk_stream.h" nogil:
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._gram cimport (
-    KernelSpec, make_spec, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_EXPONENTIAL,
+    KernelSpec, make_spec, map_dot, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_EXPONENTIAL,
 )
-from fastkern._maps cimport (
-    FK_MAX_SEG, fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_ipow_d, fk_ipow_f,
-    fk_affine_d, fk_affine_f,
-)
+from fastkern._maps cimport fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f
 
 # A work item is ROWS rows of K by up to MAX_WIDTH columns: one row of its
 # float64 buffer (64 KB) stays in L2 while that row's products are scattered
@@ -133,40 +130,6 @@ cdef double _merge_dist(const floating *xd, const index_t *xi, Py_ssize_t xa, Py
             q += 1
         s = s + (fabs(t) if l1 else t * t)
     return s
-
-
-cdef void _map_dot(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
-    """Inner products -> kernel values in place: the rule of _gram's BLAS path."""
-    cdef Py_ssize_t j, j0, len_
-    cdef int kind = spec.kind
-    if kind == K_LINEAR:
-        return
-    if kind == K_EXPONENTIAL:
-        if floating is double:
-            fk_vexp_d(g, n, spec.gamma)
-        else:
-            fk_vexp_f(g, n, <float> spec.gamma)
-    elif kind == K_POLY and spec.idegree > 0:
-        # fk_ipow keeps a stack buffer of FK_MAX_SEG values.
-        j0 = 0
-        while j0 < n:
-            len_ = min(<Py_ssize_t> FK_MAX_SEG, n - j0)
-            if floating is double:
-                fk_ipow_d(g + j0, len_, spec.gamma, spec.coef0, spec.idegree)
-            else:
-                fk_ipow_f(g + j0, len_, <float> spec.gamma, <float> spec.coef0, spec.idegree)
-            j0 += len_
-    else:
-        if floating is double:
-            fk_affine_d(g, n, spec.gamma, spec.coef0)
-        else:
-            fk_affine_f(g, n, <float> spec.gamma, <float> spec.coef0)
-        if kind == K_POLY:
-            for j in range(n):
-                g[j] = pow(g[j], spec.degree)
-        else:
-            for j in range(n):
-                g[j] = tanh(g[j])
 
 
 cdef inline const floating *_ptr(const floating[::1] a) noexcept nogil:
@@ -257,7 +220,7 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
             else:
                 for j in range(w):
                     row[j] = <floating> g[j]
-                _map_dot(row, w, spec)
+                map_dot(row, w, spec)
     skip = 0
     if diag:
         # The diagonal block tbuf[:, :bi] is made exactly symmetric (upper half
