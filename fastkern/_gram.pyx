@@ -213,6 +213,28 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
         map_dot(out + i * ldo, bj, spec)
 
 
+def first_touch(floating[:, ::1] out, int n_threads):
+    """Fault a new Gram matrix's pages in, in parallel, before the tiles write them.
+
+    The kernel zeroes each page at its first write.  The first symmetric tile
+    row mirrors into every row of K, so left to the tiles nearly all of that
+    zeroing falls on the thread holding it while the other waits on the same
+    pages (2 threads, N = 8000: sparse cosine 0.31 s against 0.21 s into a
+    reused out=, dense RBF 0.20 s against 0.17 s).
+    """
+    cdef Py_ssize_t n = out.shape[0], m = out.shape[1], i, j
+    # One write per 4 KB page (the kernel faults 4 KB or a 2 MB huge page).
+    cdef Py_ssize_t step = 4096 // sizeof(floating)
+    if n == 0 or m == 0:
+        return
+    with nogil:
+        for i in prange(n, num_threads=n_threads, schedule='static'):
+            j = 0
+            while j < m:
+                out[i, j] = 0
+                j = j + step
+
+
 def centred_rows(X, const double[::1] mean, int n_threads):
     """(X - mean in float64, its squared row norms): what the BLAS RBF path needs.
 

@@ -132,6 +132,38 @@ cdef double _merge_dist(const floating *xd, const index_t *xi, Py_ssize_t xa, Py
     return s
 
 
+cdef inline void _scatter(double *g, double v, const floating *cd, const index_t *ci,
+                          Py_ssize_t q, Py_ssize_t q1, Py_ssize_t c1,
+                          bint to_end) noexcept nogil:
+    """g[ci[q]] += v cd[q] along column entries q.. while ci[q] < c1 (to q1 if to_end).
+
+    Its own function, so the hot loop keeps its operands in registers.
+    """
+    if to_end:
+        for q in range(q, q1):
+            g[ci[q]] += v * cd[q]
+    else:
+        while q < q1 and ci[q] < c1:
+            g[ci[q]] += v * cd[q]
+            q = q + 1
+
+
+def csc_positions(const index_t[::1] indices, const index_t[::1] indptr,
+                  const index_t[::1] colptr):
+    """pos[p]: where CSR entry p sits in the CSC form (rows ascending in each column)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, i, p
+    nxt_arr = np.array(colptr[:colptr.shape[0] - 1])
+    pos_arr = np.empty(indices.shape[0], dtype=nxt_arr.dtype)
+    cdef index_t[::1] nxt = nxt_arr
+    cdef index_t[::1] pos = pos_arr
+    with nogil:
+        for i in range(n):
+            for p in range(indptr[i], indptr[i + 1]):
+                pos[p] = nxt[indices[p]]
+                nxt[indices[p]] += 1
+    return pos_arr
+
+
 cdef inline const floating *_ptr(const floating[::1] a) noexcept nogil:
     return &a[0] if a.shape[0] > 0 else NULL
 
@@ -162,12 +194,12 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
                  const floating *xd, const index_t *xi, const index_t *xp,
                  const floating *yd, const index_t *yi, const index_t *yp,
                  const floating *cd, const index_t *ci, const index_t *cp,
-                 const int *dense_pos, const double *Xd, const double *Yd, int kd,
+                 const index_t *pos, const int *dense_pos, const double *Xd, const double *Yd, int kd,
                  const double *xn, const double *yn,
                  double *G, floating *tbuf, floating *tscr,
                  floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
     """K[i0:i0 + bi, c0:c1]; when symmetric (c0 >= i0) also its mirror K[c0:c1, i0:i0 + bi]."""
-    cdef Py_ssize_t w = c1 - c0, i, j, p, q, q1, k, skip
+    cdef Py_ssize_t w = c1 - c0, i, j, p, q, k, skip
     cdef double v
     cdef double *g
     cdef floating *row
@@ -195,12 +227,16 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
                 k = xi[p]
                 if dense_pos[k] >= 0:
                     continue
-                v = xd[p]
-                q1 = cp[k + 1]
-                q = cp[k] if c0 == 0 else _lower_bound(ci, cp[k], q1, c0)
-                while q < q1 and ci[q] < c1:
-                    g[ci[q]] += v * cd[q]
-                    q = q + 1
+                if diag:
+                    # Y is X: row i0 + i itself is in column k, at pos[p]; the
+                    # columns before it are the diagonal block's lower half,
+                    # copied from the upper half below.
+                    q = pos[p]
+                elif c0 == 0:
+                    q = cp[k]
+                else:
+                    q = _lower_bound(ci, cp[k], cp[k + 1], c0)
+                _scatter(g, xd[p], cd, ci, q, cp[k + 1], c1, c1 == m)
         for i in range(bi):
             g = G + i * w
             row = tbuf + i * w
@@ -237,7 +273,7 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
 def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
           const floating[::1] yd, const index_t[::1] yi, const index_t[::1] yp,
           const floating[::1] cd, const index_t[::1] ci, const index_t[::1] cp,
-          const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
+          const index_t[::1] pos, const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
           const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
           int kind, double gamma, double coef0, double degree, bint symmetric,
           Py_ssize_t rows, Py_ssize_t width, int n_threads):
@@ -260,6 +296,7 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef const index_t *xip = _iptr(xi)
     cdef const index_t *yip = _iptr(yi)
     cdef const index_t *cip = _iptr(ci)
+    cdef const index_t *posp = _iptr(pos) if symmetric else NULL
     cdef const double *Xdp = &Xd[0, 0] if kd > 0 else NULL
     cdef const double *Ydp = &Yd[0, 0] if kd > 0 else NULL
     cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
@@ -285,7 +322,7 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
                 i0 = items[t, 0]
                 c0 = items[t, 1]
                 _block(i0, min(rows, n - i0), c0, min(m, c0 + width), m,
-                       xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0],
+                       xdp, xip, &xp[0], ydp, yip, &yp[0], cdp, cip, &cp[0], posp,
                        &dense_pos[0], Xdp, Ydp, kd, xnp, ynp, &Gs[tid, 0],
                        <floating *> &Gs[tid, 0] if in_place else &bufs[tid, 1, 0],
                        &bufs[tid, 0, 0], &out[0, 0], &spec, symmetric)
@@ -354,7 +391,10 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
         yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
     else:
         xn = yn = np.empty(0)
+    pos = np.empty(0, dtype=itype)
+    if symmetric and not lap:
+        pos = csc_positions(idx(X.indices), idx(X.indptr), idx(C.indptr))
     rows, width = _blocking(X, Y, np.flatnonzero(dense_pos >= 0), lap)
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
-                 idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), dense_pos, Xd, Yd,
+                 idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), pos, dense_pos, Xd, Yd,
                  xn, yn, out, kind, gamma, coef0, degree, symmetric, rows, width, n_threads)

@@ -76,10 +76,20 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, out, n_threads, pa
     return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, direct)
 
 
+def _output(out, shape, dtype, inputs, n_threads):
+    """The checked out=, or a new matrix whose pages all threads fault in."""
+    if out is not None:
+        return check_out(out, shape, dtype, inputs=inputs)
+    out = check_out(None, shape, dtype)
+    if n_threads > 1:
+        _gram.first_touch(out, n_threads)
+    return out
+
+
 def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
-    out = check_out(out, (X.shape[0], Y.shape[0]), X.dtype, inputs=(X, Y))
+    out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     if direct:
         _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads)
@@ -93,8 +103,8 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct):
 def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
     X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
     n_threads = check_n_threads(n_threads)
-    out = check_out(out, (X.shape[0], Y.shape[0]), X.dtype,
-                    inputs=(X.data,) if symmetric else (X.data, Y.data))
+    out = _output(out, (X.shape[0], Y.shape[0]), X.dtype,
+                  (X.data,) if symmetric else (X.data, Y.data), n_threads)
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
     with blas_limit(1):
         _sparse.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, n_threads)

@@ -738,3 +738,16 @@ def test_out_unaligned_rejected():
     assert not out.flags.aligned
     with pytest.raises(ValueError, match="out must be aligned"):
         fastkern.rbf_kernel(X, out=out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (3, 1025), (257, 513)])
+def test_first_touch_writes_one_zero_a_page_and_nothing_else(dtype, shape):
+    from fastkern import _gram
+
+    a = np.full(shape, 7, dtype=dtype)
+    _gram.first_touch(a, 2)
+    touched = np.zeros(shape, dtype=bool)
+    touched[:, ::4096 // a.itemsize] = True
+    assert_array_equal(a[touched], 0)
+    assert_array_equal(a[~touched], 7)

@@ -150,6 +150,17 @@ def test_column_blocks(kernel, width, monkeypatch):
                     atol=1e-12)
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_csc_positions_point_at_the_same_entry(index_dtype):
+    X = _data(257, 40, 0.1, 3)
+    indices, indptr = X.indices.astype(index_dtype), X.indptr.astype(index_dtype)
+    C = X.tocsc()
+    pos = _sparse.csc_positions(indices, indptr, C.indptr.astype(index_dtype))
+    assert_array_equal(C.data[pos], X.data)
+    assert_array_equal(C.indices[pos], np.repeat(np.arange(257), np.diff(X.indptr)))
+    assert_array_equal(np.sort(pos), np.arange(X.nnz))
+
+
 @pytest.mark.parametrize("kernel", ["linear", "rbf", "sigmoid"])
 def test_dense_block_and_sparse_part_agree(kernel, monkeypatch):
     """Popular columns through the gemm or through the scattered products: same K."""
