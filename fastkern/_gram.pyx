@@ -66,12 +66,7 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 import numpy as np
 
-cdef extern from "fk_stream.h" nogil:
-    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
-    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
-    void fk_store_fence()
+from fastkern._stream cimport fk_store_fence, stream_tile
 
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
@@ -220,19 +215,24 @@ def first_touch(floating[:, ::1] out, int n_threads):
     row mirrors into every row of K, so left to the tiles nearly all of that
     zeroing falls on the thread holding it while the other waits on the same
     pages (2 threads, N = 8000: sparse cosine 0.31 s against 0.21 s into a
-    reused out=, dense RBF 0.20 s against 0.17 s).
+    reused out=, dense RBF 0.20 s against 0.17 s).  In batches of rows, so
+    Ctrl-C is seen: a huge page can wait on the kernel's memory compaction
+    (seen: 3.5 s for 512 MB on a busy machine).
     """
     cdef Py_ssize_t n = out.shape[0], m = out.shape[1], i, j
     # One write per 4 KB page (the kernel faults 4 KB or a 2 MB huge page).
     cdef Py_ssize_t step = 4096 // sizeof(floating)
-    if n == 0 or m == 0:
+    if m == 0:
         return
-    with nogil:
-        for i in prange(n, num_threads=n_threads, schedule='static'):
-            j = 0
-            while j < m:
-                out[i, j] = 0
-                j = j + step
+    cdef Batches batches = Batches(n, n_threads)
+    while batches.next():
+        with nogil:
+            for i in prange(batches.start, batches.stop, num_threads=n_threads,
+                            schedule='static'):
+                j = 0
+                while j < m:
+                    out[i, j] = 0
+                    j = j + step
 
 
 def centred_rows(X, const double[::1] mean, int n_threads):
@@ -299,15 +299,6 @@ cdef void _mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1
                     jstart = i + 1
                 for j in range(jstart, min(jj + MIRROR_BLOCK, j1)):
                     K[j * ld + i] = K[i * ld + j]
-
-
-cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
-                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
-                         bint transpose) noexcept nogil:
-    if floating is double:
-        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
-    else:
-        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
 
 
 def transposed(const floating[:, ::1] Y, int n_threads):
@@ -427,8 +418,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                           tbuf, bj, dbuf, bi, bj, &spec, symmetric and I == J)
                 if symmetric and I == J:
                     _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
-                _stream(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
                 if symmetric and I != J:
-                    _stream(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                    stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
             fk_store_fence()
     return np.asarray(out)

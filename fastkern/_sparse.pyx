@@ -46,12 +46,7 @@ from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
 
-cdef extern from "fk_stream.h" nogil:
-    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
-    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
-    void fk_store_fence()
+from fastkern._stream cimport fk_store_fence, stream_tile
 
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
@@ -181,15 +176,6 @@ cdef inline void _gemm_nt(const double *A, const double *B, double *C, int bi, i
     dgemm(&ta, &tb, &bj, &bi, &k, &one, <double *> B, &k, <double *> A, &k, &zero, C, &ldc)
 
 
-cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
-                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
-                         bint transpose) noexcept nogil:
-    if floating is double:
-        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
-    else:
-        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
-
-
 cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t m,
                  const floating *xd, const index_t *xi, const index_t *xp,
                  const floating *yd, const index_t *yi, const index_t *yp,
@@ -265,9 +251,9 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
         for i in range(skip):
             for j in range(i):
                 tbuf[i * w + j] = tbuf[j * w + i]
-    _stream(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False)
+    stream_tile(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False)
     if symmetric and w > skip:
-        _stream(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True)
+        stream_tile(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True)
 
 
 def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
