@@ -179,7 +179,7 @@ def test_linear_kernel_subspace_angles_and_predictions():
     n, p, C = 600, 8, 6
     X, y = class_data(rng, n, C, p=p, spread=1.0)
     X = X @ rng.normal(size=(p, p))  # correlated features: the whitening matters
-    Xt, yt = class_data(np.random.default_rng(4), 300, C, p=p, spread=1.0)
+    Xt, _ = class_data(np.random.default_rng(4), 300, C, p=p, spread=1.0)
     lda = LinearDiscriminantAnalysis().fit(X, y)
     lda_eq = LinearDiscriminantAnalysis(priors=np.full(C, 1 / C)).fit(X, y)
     for k in (2, 5):
