@@ -132,7 +132,9 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
 
     transform(X) = (K(X, X_fit_) - K_fit_rows_) @ dual_coef_[:, :n_components_]
     (the KernelCenterer test rule, the row-mean terms vanishing because the
-    columns of dual_coef_ sum to zero).
+    columns of dual_coef_ sum to zero).  transform, predict and
+    decision_function form the n_test x n_fit cross-Gram, n_fit = n_samples
+    (dense) or the number of pivots (inchol), and nothing larger.
 
     Parameters
     ----------
