@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 from fastkern._config import config_info, show_config
 from fastkern.centering import KernelCenterer, center_gram
 from fastkern.decomposition import KernelPCA
+from fastkern.fda import KernelFDA
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
 from fastkern.kernels import min_eigenvalue
 from fastkern.lowrank import estimate_gamma, incomplete_cholesky
@@ -22,6 +23,7 @@ from fastkern.sir import KernelSIR, SlicedInverseRegression
 
 __all__ = [
     "KernelCenterer",
+    "KernelFDA",
     "KernelPCA",
     "KernelRidge",
     "KernelRidgeCV",
