@@ -19,13 +19,18 @@ This one form covers the usual conventions:
 * kernlab's ``kcca(x, y, kernel, kpar, gamma, ncomps)`` (kernlab 0.9.32) is
   ``center=False, regularization=gamma, jitter=1e-6``: its left side is
   (K + gamma I) K + 1e-6 I, symmetrised, and kernlab does not centre its
-  kernels; its ``kcor`` are these rho.  kernlab uses one kernel for both views;
+  kernels.  Its ``kcor`` lists each rho twice, as rho and -rho (its eigen()
+  sees a matrix that is not exactly symmetric and orders the eigenvalues by
+  modulus), so ``kcca(..., ncomps=2 * k)`` gives rho_1..rho_k up to sign; its
+  ``xcoef``/``ycoef`` columns are these a, b up to scale and sign.  kernlab
+  uses one kernel for both views;
   its ``rbfdot(sigma)`` is ``kernel="rbf", gamma=sigma`` and ``polydot(degree,
   scale, offset)`` is ``kernel="poly", gamma=scale, coef0=offset``.
 * Bach & Jordan (2002), constraint a^T (Kx + n kappa / 2 I)^2 a = 1 on centred
   kernels, is ``regularization=n * kappa, jitter=(n * kappa / 2) ** 2``.
 * cca-zoo's ``KCCA(shrinkage=c)``, constraint a^T ((1 - c) K^2 / (n - 1) + c K) a,
-  is ``regularization=c * (n - 1) / (1 - c), jitter=0`` (for 0 <= c < 1).
+  is ``regularization=c * (n - 1) / (1 - c), jitter=0`` (for 0 <= c < 1);
+  its generalized eigenvalues are rho / (1 - c).
 
 With r = e = 0 any two views whose Gram matrices have full rank correlate
 perfectly (all rho = 1): some regularisation is needed for a meaningful answer.
@@ -218,7 +223,8 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _check_y(self, y, n, reset):
         if y is None:
-            raise ValueError("y (the second view) is required: KernelCCA.fit(X, y)")
+            raise ValueError("KernelCCA requires y to be passed, but the target y is None "
+                             "(y is the second view: fit(X, y))")
         n_y = _num_samples(y)
         if n_y != n:
             raise ValueError(f"y has {n_y} samples but X has {n}: the two views must "
@@ -285,8 +291,9 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                     raise ValueError(f"solver='incomplete_cholesky' cannot use a precomputed "
                                      f"kernel for {name}: use solver='dense'")
                 if sparse.issparse(A):
-                    raise TypeError(f"solver='incomplete_cholesky' needs a dense {name}; "
-                                    "use solver='dense' or pass a dense array")
+                    raise TypeError(f"sparse input is not supported by "
+                                    f"solver='incomplete_cholesky': {name} must be dense "
+                                    "(or use solver='dense')")
 
         with blas_limit(blas):
             views = []
@@ -444,6 +451,6 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.target_tags.multi_output = True
-        tags.input_tags.sparse = True
+        tags.input_tags.sparse = self.solver != "incomplete_cholesky"
         tags.input_tags.pairwise = _is_precomputed(self.kernel)
         return tags
