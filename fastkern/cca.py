@@ -47,6 +47,8 @@ optimum has none).  This is the generalized symmetric eigenproblem
 kernlab and Bach & Jordan, solved without factorising its ill-conditioned
 right side, at the cost of two n x n ``scipy.linalg.eigh`` and one SVD
 instead of one 2n x 2n generalized ``eigh`` (about 8 times the flops).
+Memory: the Gram being diagonalised, the two eigenvector bases, T and its
+SVD, a peak of about 6.3 n^2 float64 values (RSS increase at n=1,000).
 
 Low rank (``solver="incomplete_cholesky"``).  Each kernel is factored by
 :func:`fastkern.incomplete_cholesky`, K ~ G G^T with G of n x rank, never
@@ -87,9 +89,10 @@ __all__ = ["KernelCCA"]
 
 _SOLVERS = ("auto", "dense", "incomplete_cholesky")
 # solver="auto" takes the exact path up to this many samples.  The exact path
-# holds about five n x n float64 arrays (two Grams, two eigenvector bases, T):
-# 1.4 GB at 6,000.
-AUTO_DENSE_MAX = 6000
+# peaks at about 6.3 n x n float64 arrays (the Gram being diagonalised, the two
+# eigenvector bases, T and its SVD; RSS increase measured at n=1,000): about
+# 450 MB at 3,000, and its time grows as n^3.
+AUTO_DENSE_MAX = 3000
 
 
 def _view_params(est, view):
@@ -149,7 +152,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Centre each view in feature space (kernlab's kcca does not).
     solver : {"auto", "dense", "incomplete_cholesky"}, default="auto"
         "dense": the exact path (n x n Gram matrices); "incomplete_cholesky":
-        the low-rank path; "auto": dense up to 6,000 samples, low rank above.
+        the low-rank path; "auto": dense up to 3,000 samples, low rank above.
     tol : float >= 0, default=1e-6
         Stopping tolerance of the incomplete Cholesky factorisations (largest
         residual diagonal, as :func:`fastkern.incomplete_cholesky`).

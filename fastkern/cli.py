@@ -1070,7 +1070,7 @@ def build_parser():
                      help="ridge r of the constraint a'(K K + r K)a = 1, kernlab's gamma "
                           "(default: 0.1)")
     cca.add_argument("--solver", default="auto", choices=CCA_SOLVERS,
-                     help="KernelCCA's solver (default: auto: dense up to 6,000 rows)")
+                     help="KernelCCA's solver (default: auto: dense up to 3,000 rows)")
     cca.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
                      help="standardise each column to mean 0, variance 1 before the kernels "
                           "(default: on; --no-scale uses the raw values)")
