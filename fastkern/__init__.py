@@ -2,6 +2,7 @@
 __version__ = "0.1.0"
 
 from fastkern._config import config_info, show_config
+from fastkern.cca import KernelCCA
 from fastkern.centering import KernelCenterer, center_gram
 from fastkern.decomposition import KernelPCA
 from fastkern.fda import KernelFDA
@@ -22,6 +23,7 @@ from fastkern.pairwise import (
 from fastkern.sir import KernelSIR, SlicedInverseRegression
 
 __all__ = [
+    "KernelCCA",
     "KernelCenterer",
     "KernelFDA",
     "KernelPCA",

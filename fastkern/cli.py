@@ -1,4 +1,4 @@
-"""The ``fastkern`` command line: ``demo``, ``kpca`` and ``bench``.
+"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca`` and ``bench``.
 
 Every user error (unreadable file, missing column, non-numeric data, too few
 rows, bad option value, unwritable output path) ends the program with one line
@@ -18,6 +18,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -527,10 +528,10 @@ def _demo(args, threads, png):
 # ---------------------------------------------------------------- kpca
 
 
-def _verbose_printer(enabled):
+def _verbose_printer(enabled, command="kpca"):
     def say(message):
         if enabled:
-            print(f"[fastkern kpca] {message}", file=sys.stderr, flush=True)
+            print(f"[fastkern {command}] {message}", file=sys.stderr, flush=True)
     return say
 
 
@@ -701,6 +702,192 @@ def _kpca(args, table, csv_out, plot_out, say):
     return lines
 
 
+# ---------------------------------------------------------------- cca
+
+
+CCA_SOLVERS = ("auto", "dense", "incomplete_cholesky")
+CCA_KERNELS = ["rbf", "linear", "poly", "laplacian", "sigmoid", "exponential"]
+
+
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _column_list(text):
+    cells = [c.strip() for c in text.split(",")]
+    if not text.strip() or any(not c for c in cells):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated column names or 0-based indices like a,b or 0,1, "
+            f"got {text!r}")
+    return cells
+
+
+def _select(spec, option, names, ncols, path, header):
+    """0-based indices of the columns `spec` names (a name, else a 0-based index)."""
+    picked = []
+    for cell in spec:
+        if header and cell in names:
+            index = names.index(cell)
+        else:
+            try:
+                index = int(cell)
+            except ValueError:
+                known = (f"; columns are {', '.join(names)}" if header
+                         else " (read with no header row, so columns are numbered 0 to "
+                              f"{ncols - 1}; pass --header if the first row names them)")
+                raise CLIError(f"{option}: column {cell!r} not found in {path}{known}") from None
+            if not 0 <= index < ncols:
+                raise CLIError(f"{option}: column index {index} is out of range: {path} has "
+                               f"{ncols} columns (0 to {ncols - 1})")
+        if index in picked:
+            raise CLIError(f"{option}: column {cell!r} is listed twice")
+        picked.append(index)
+    return picked
+
+
+def read_views(path, x_spec, y_spec, header=None):
+    """(X, Y, x_names, y_names, header, detected, first_row) from the columns of a CSV.
+
+    Reads the file as ``read_csv`` does (UTF-8 with or without a byte-order
+    mark, blank lines skipped, the same header detection); only the selected
+    columns must be numeric.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            rows = [(reader.line_num, [c.strip() for c in row])
+                    for row in reader if any(c.strip() for c in row)]
+    except FileNotFoundError:
+        raise CLIError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CLIError(f"{path} is a directory, not a CSV file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CLIError(f"cannot read {path}: {exc}") from None
+    if not rows:
+        raise CLIError(f"{path} is empty")
+    ncols = len(rows[0][1])
+    for line, row in rows:
+        if len(row) != ncols:
+            raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row "
+                           f"has {ncols}")
+    first_row = rows[0][1]
+    detected = header is None
+    if detected:
+        header = _looks_like_header(first_row, [r for _, r in rows[1:]], None)
+    names = first_row if header else [f"x{j}" for j in range(ncols)]
+    if header:
+        rows = rows[1:]
+    xi = _select(x_spec, "--x-columns", names, ncols, path, header)
+    yi = _select(y_spec, "--y-columns", names, ncols, path, header)
+    both = sorted(set(xi) & set(yi))
+    if both:
+        raise CLIError(f"column(s) {', '.join(names[j] for j in both)} are in both "
+                       "--x-columns and --y-columns")
+    if not rows:
+        raise CLIError(f"{path} has a header but no data rows")
+    cols = xi + yi
+    V = np.empty((len(rows), len(cols)))
+    for i, (line, row) in enumerate(rows):
+        for k, j in enumerate(cols):
+            try:
+                V[i, k] = float(row[j])
+            except ValueError:
+                hint = (" (pass --header if the first row names the columns)"
+                        if line == 1 and detected else "")
+                raise CLIError(f"{path}, line {line}, column {names[j]!r}: non-numeric value "
+                               f"{row[j]!r}{hint}") from None
+            if not math.isfinite(V[i, k]):
+                raise CLIError(f"{path}, line {line}, column {names[j]!r}: value {row[j]!r} "
+                               "is not finite")
+    return (V[:, :len(xi)], V[:, len(xi):], [names[j] for j in xi], [names[j] for j in yi],
+            header, detected, first_row)
+
+
+def cmd_cca(args):
+    if args.out is not None and os.path.abspath(args.out) == os.path.abspath(args.data):
+        raise CLIError(f"--out {args.out} would overwrite the input file")
+    say = _verbose_printer(args.verbose, "cca")
+    with _Outputs() as outputs:
+        # Before reading the data: outputs are checked before any work.
+        csv_out = outputs.add(args.out, "--out")
+        t0 = time.perf_counter()
+        views = read_views(args.data, args.x_columns, args.y_columns, args.header)
+        n = views[0].shape[0]
+        say(f"read {n} rows from {args.data} in {time.perf_counter() - t0:.2f} s "
+            f"(header row: {'yes' if views[4] else 'no'}, "
+            f"{'detected' if views[5] else 'given'})")
+        lines = _cca(args, views, csv_out, say)
+        outputs.commit()
+    log = sys.stderr if args.out is None else sys.stdout
+    for line in lines:
+        print(line, file=log)
+    return 0
+
+
+def _cca(args, views, csv_out, say):
+    from fastkern.cca import KernelCCA
+
+    X, Y, x_names, y_names, header, detected, first_row = views
+    n = X.shape[0]
+    if n < 2:
+        raise CLIError(f"{args.data} has {n} data row; kernel CCA needs at least 2")
+    if args.components > n - 1:
+        raise CLIError(f"--components {args.components} needs at least {args.components + 1} "
+                       f"data rows; {args.data} has {n}")
+    if args.scale:
+        X, _ = _standardise(X)
+        Y, _ = _standardise(Y)
+        say("standardised the columns of both views to mean 0, variance 1")
+    kernel_y = args.kernel if args.kernel_y is None else args.kernel_y
+    gamma_x = 1.0 / X.shape[1] if args.gamma is None else args.gamma
+    if args.gamma_y is not None:
+        gamma_y = args.gamma_y
+    else:
+        gamma_y = 1.0 / Y.shape[1] if args.gamma is None else args.gamma
+    model = KernelCCA(n_components=args.components, kernel=args.kernel, gamma=gamma_x,
+                      kernel_y=kernel_y, gamma_y=gamma_y, regularization=args.regularization,
+                      solver=args.solver, n_threads=args.threads)
+    say(f"fitting: kernels {args.kernel} / {kernel_y}, gamma {gamma_x:.4g} / {gamma_y:.4g}, "
+        f"regularization {args.regularization:.4g}, solver {args.solver}, "
+        f"{args.components} component(s)")
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        A, B = model.fit_transform(X, Y)
+    say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {model.solver_})")
+    k = args.components
+    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
+    try:
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow([f"x_variate{j + 1}" for j in range(k)]
+                   + [f"y_variate{j + 1}" for j in range(k)])
+        for i in range(n):
+            w.writerow([repr(float(v)) for v in A[i]] + [repr(float(v)) for v in B[i]])
+    finally:
+        if csv_out is not None:
+            out.close()
+    scaling = ("columns standardised (--no-scale to turn off)" if args.scale
+               else "columns not scaled (--no-scale)")
+    lines = [f"kernel CCA ({args.kernel} / {kernel_y}, gamma {gamma_x:.4g} / {gamma_y:.4g}, "
+             f"regularization {args.regularization:.4g}, solver {model.solver_}) of {n} samples, "
+             f"X: {','.join(x_names)}, Y: {','.join(y_names)}, {scaling}: canonical "
+             f"correlations {_fmt_vals(model.canonical_correlations_)}"]
+    if header and detected and any(_number_kind(c) is not None for c in first_row):
+        lines.append(f"first row {','.join(first_row)} taken as column names "
+                     "(detected; --no-header reads it as data)")
+    for warning in caught:
+        print(f"fastkern cca: warning: {warning.message}", file=sys.stderr)
+    if csv_out is not None:
+        lines.append(f"wrote {args.out} ({n} rows x {2 * k} columns)")
+    return lines
+
+
 # ---------------------------------------------------------------- bench
 
 
@@ -777,6 +964,21 @@ Random choices (starting vectors, Nystroem landmarks) use --seed, so two runs
 give the same output."""
 
 
+CCA_DESCRIPTION = """\
+Regularised kernel canonical correlation analysis (fastkern.KernelCCA) of two
+sets of columns of a CSV file: X (--x-columns) and Y (--y-columns), given by
+name or 0-based index; other columns are ignored and may hold text. Prints the
+canonical correlations, and writes the canonical variates (x_variate1..K,
+y_variate1..K, unit variance on these data) as CSV to stdout, or to --out;
+the summary and warnings then go to stderr, so stdout stays clean CSV.
+
+The regularisation r (--regularization) is kernlab's kcca gamma: each
+variate's coefficients a satisfy a'(K K + r K)a = 1 with the centred kernel
+K. Columns are standardised before the kernels (--scale, the default). The
+header row is detected as for `fastkern kpca` (--header / --no-header
+override). Nothing is random: two runs print the same bytes."""
+
+
 def build_parser():
     common = _Parser(add_help=False)
     common.add_argument("--threads", type=_positive_int, default=None, metavar="N",
@@ -794,7 +996,8 @@ def build_parser():
                            "seed gives the same output")
 
     parser = _Parser(prog="fastkern",
-                     description="Fast kernel methods: kernel PCA, kernel SIR, benchmarks.")
+                     description="Fast kernel methods: kernel PCA, kernel SIR, kernel CCA, "
+                                 "benchmarks.")
     from fastkern import __version__
 
     parser.add_argument("--version", action="version", version=f"fastkern {__version__}")
@@ -843,6 +1046,42 @@ def build_parser():
     kpca.add_argument("--verbose", action="store_true",
                       help="report reading, scaling and the eigensolver's progress on stderr")
     kpca.set_defaults(func=cmd_kpca)
+
+    cca = sub.add_parser(
+        "cca", parents=[common], help="kernel canonical correlation of two column sets of a CSV",
+        description=CCA_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cca.add_argument("data", metavar="DATA.csv", help="input CSV file")
+    cca.add_argument("--x-columns", type=_column_list, required=True, metavar="A,B,...",
+                     help="columns of the first view X (names, or 0-based indices)")
+    cca.add_argument("--y-columns", type=_column_list, required=True, metavar="C,D,...",
+                     help="columns of the second view Y (names, or 0-based indices)")
+    cca.add_argument("--kernel", default="rbf", choices=CCA_KERNELS,
+                     help="kernel of X, and of Y unless --kernel-y (default: rbf)")
+    cca.add_argument("--kernel-y", default=None, choices=CCA_KERNELS,
+                     help="kernel of Y (default: --kernel)")
+    cca.add_argument("--gamma", type=_positive_float, default=None, metavar="G",
+                     help="kernel coefficient of X, and of Y unless --gamma-y "
+                          "(default: 1 / number of columns of each view)")
+    cca.add_argument("--gamma-y", type=_positive_float, default=None, metavar="G",
+                     help="kernel coefficient of Y (default: --gamma)")
+    cca.add_argument("--components", "--n-components", dest="components", type=_positive_int,
+                     default=2, metavar="K", help="number of canonical pairs (default: 2)")
+    cca.add_argument("--regularization", type=_non_negative_float, default=0.1, metavar="R",
+                     help="ridge r of the constraint a'(K K + r K)a = 1, kernlab's gamma "
+                          "(default: 0.1)")
+    cca.add_argument("--solver", default="auto", choices=CCA_SOLVERS,
+                     help="KernelCCA's solver (default: auto: dense up to 3,000 rows)")
+    cca.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
+                     help="standardise each column to mean 0, variance 1 before the kernels "
+                          "(default: on; --no-scale uses the raw values)")
+    cca.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                     help="the first row names the columns (--header) or is data "
+                          "(--no-header); default: detected")
+    cca.add_argument("--out", "--output", dest="out", default=None, metavar="VARIATES.csv",
+                     help="canonical variates CSV to write (default: stdout)")
+    cca.add_argument("--verbose", action="store_true",
+                     help="report reading, scaling and fitting on stderr")
+    cca.set_defaults(func=cmd_cca)
 
     bench = sub.add_parser(
         "bench", parents=[common], help="time naive loop, NumPy, scikit-learn and fastkern",
