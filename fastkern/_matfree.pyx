@@ -100,7 +100,8 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                    const double[:, ::1] Zc, const double[::1] xn, const double[::1] zn,
                    const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
                    double[:, ::1] dtiles, int kind, double gamma, double coef0,
-                   double degree, bint direct, bint symmetric, int n_threads):
+                   double degree, bint direct, bint symmetric, int n_threads,
+                   progress=None):
     """out = K(X, Z) @ V, or out[:, 0] = K(X, Z) @ 1 when V has no columns.
 
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
@@ -108,7 +109,9 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     RBF path Xc, Zc are X and Z centred by a common mean and xn, zn their
     squared row norms (``fastkern._gram.centred_rows``; empty otherwise);
     symmetric means Z is X.  tiles / dtiles: one TILE*TILE scratch row per
-    thread (dtiles is only used for float32 data).
+    thread (dtiles is only used for float32 data).  progress, if given, is
+    called with the fraction of the product done after each group of row
+    blocks (a pass at N = 200,000 takes minutes).
     """
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
     cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi, r0, r1, c0, c1
@@ -153,4 +156,6 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                     bi = min(<Py_ssize_t> TILE, n - i0)
                     _block_product(Xp, Zp, Ztp, m, d, Xc_p, Zc_p, xn_p, zn_p, V_p, b, Op, i0, bi,
                                    c0, c1, &spec, symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
+        if progress is not None:
+            progress(r1 / nblocks)
     return np.asarray(out)

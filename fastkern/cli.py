@@ -535,6 +535,53 @@ def _verbose_printer(enabled, command="kpca"):
     return say
 
 
+class _ProgressBar:
+    """Draws the matrix-free passes over K on stderr (fastkern.large_n.reporting_progress).
+
+    On a terminal one line is redrawn, at most ten times a second; elsewhere
+    (a log file, a pipe) one line is written per finished pass, so logs stay
+    readable.
+    """
+
+    WIDTH = 30
+
+    def __init__(self, stream, tty):
+        self.stream, self.tty = stream, tty
+        self.t0 = time.perf_counter()
+        self.shown = 0.0
+        self.drawn = False
+
+    def __call__(self, label, fraction):
+        now = time.perf_counter()
+        elapsed = now - self.t0
+        stamp = f"{int(elapsed // 60)}:{elapsed % 60:04.1f}"
+        if not self.tty:
+            if fraction >= 1:
+                print(f"[fastkern kpca] {label}: done ({stamp} elapsed)", file=self.stream,
+                      flush=True)
+            return
+        if fraction < 1 and now - self.shown < 0.1:
+            return
+        self.shown = now
+        filled = int(self.WIDTH * min(max(fraction, 0.0), 1.0))
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.stream.write(f"\r\x1b[K[{bar}] {100 * fraction:3.0f}% {label} ({stamp})")
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self):
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _progress_bar(args):
+    """The progress bar for this run, or None (--no-progress, or not a terminal by default)."""
+    tty = sys.stderr.isatty()
+    wanted = tty if args.progress is None else args.progress
+    return _ProgressBar(sys.stderr, tty) if wanted else None
+
+
 def cmd_kpca(args):
     from fastkern import _bench
 
@@ -557,8 +604,15 @@ def cmd_kpca(args):
         say(f"read {n} rows x {d} feature columns from {args.data} in "
             f"{time.perf_counter() - t0:.2f} s (header row: "
             f"{'yes' if table.header else 'no'}, {header})")
-        with _bench.blas_threads(args.threads):
-            lines = _kpca(args, table, csv_out, plot_out, say)
+        from fastkern.large_n import reporting_progress
+
+        bar = _progress_bar(args)
+        try:
+            with _bench.blas_threads(args.threads), reporting_progress(bar):
+                lines = _kpca(args, table, csv_out, plot_out, say)
+        finally:
+            if bar is not None:
+                bar.close()
         outputs.commit()
     log = sys.stderr if args.out is None else sys.stdout
     for line in lines:
@@ -1043,6 +1097,10 @@ def build_parser():
                       help="projection CSV to write (default: stdout)")
     kpca.add_argument("--plot", default=None, metavar="PROJ.png",
                       help="scatter plot of the first two components")
+    kpca.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="show the matrix-free solver's passes over the kernel matrix on "
+                           "stderr (default: when stderr is a terminal; a line per pass "
+                           "otherwise)")
     kpca.add_argument("--verbose", action="store_true",
                       help="report reading, scaling and the eigensolver's progress on stderr")
     kpca.set_defaults(func=cmd_kpca)

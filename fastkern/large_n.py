@@ -39,6 +39,8 @@ m x m matrix (Phi - mu)^T (Phi - mu) = V S^2 V^T), eigenvectors
 U = (Phi - mu) V / S, and a new point projects to (phi(x) - mu) V.
 Memory O(N m).
 """
+import contextlib
+import contextvars
 import logging
 import numbers
 import sys
@@ -55,12 +57,51 @@ from fastkern._eigen import column_signs
 from fastkern._threads import blas_limit
 from fastkern.pairwise import KERNEL_CODES, KERNEL_PARAMS, uses_direct_path
 
-__all__ = ["fit_kernel_pca", "transform_kernel_pca", "KernelOperator", "parse_memory_budget"]
+__all__ = ["fit_kernel_pca", "transform_kernel_pca", "KernelOperator", "parse_memory_budget",
+           "reporting_progress"]
 
 logger = logging.getLogger("fastkern")
 
 _TILE = _matfree.tile_size
 _SOLVERS = ("matrix-free", "nystrom")
+# Who hears how far a pass over K has got (see reporting_progress).
+_PROGRESS_SINK = contextvars.ContextVar("fastkern_progress_sink", default=None)
+_PASS_LABEL = contextvars.ContextVar("fastkern_pass_label", default="pass over K")
+
+
+@contextlib.contextmanager
+def reporting_progress(sink):
+    """Within the block, matrix-free passes over K report to ``sink(label, fraction)``.
+
+    label says which pass ("row means", "pass 3, largest residual 2.1e-05",
+    "transform"); fraction runs from 0 to 1 within it.  The command line
+    draws its progress bar from these calls; the estimators' signatures stay
+    scikit-learn's.
+    """
+    token = _PROGRESS_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _PROGRESS_SINK.reset(token)
+
+
+@contextlib.contextmanager
+def _label(label):
+    token = _PASS_LABEL.set(label)
+    try:
+        yield
+    finally:
+        _PASS_LABEL.reset(token)
+
+
+def _report_fraction():
+    """A per-pass progress callback for the current sink, or None without one."""
+    sink = _PROGRESS_SINK.get()
+    if sink is None:
+        return None
+    label = _PASS_LABEL.get()
+    sink(label, 0.0)
+    return lambda fraction: sink(label, fraction)
 
 
 class KernelOperator:
@@ -132,6 +173,7 @@ class KernelOperator:
         A = self.X if symmetric else A
         if self.spec is None:
             return self._product_blocks(V, A, symmetric)
+        progress = _report_fraction()
         spec = self.spec
         out = np.empty((A.shape[0], max(V.shape[1], 1)))
         Ac, an = self.Xc, self.xn
@@ -141,18 +183,21 @@ class KernelOperator:
             _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, an, self.xn, V, out,
                                     self.tiles, self.dtiles, spec["kind"], spec["gamma"],
                                     spec["coef0"], spec["degree"], self.direct, symmetric,
-                                    self.n_threads)
+                                    self.n_threads, progress)
         return out
 
     def _product_blocks(self, V, A, symmetric):
         if self.kernel == "precomputed":
             return np.asarray(A, dtype=np.float64) @ V
+        progress = _report_fraction()
         out = np.empty((A.shape[0], V.shape[1]))
         for i in range(0, A.shape[0], self.block_rows):
             block = kernel_gram(A[i:i + self.block_rows], self.X, kernel=self.kernel,
                                 gamma=self.gamma, degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, n_threads=self.n_threads)
             np.matmul(block, V, out=out[i:i + self.block_rows], dtype=np.float64)
+            if progress is not None:
+                progress(min(1.0, (i + self.block_rows) / A.shape[0]))
         return out
 
 
@@ -187,24 +232,36 @@ class _Progress:
         self.passes = 0
         self.pass_seconds = 0.0
         self.last = 0.0
+        self.residual = None
 
     def report(self, msg, *args):
         logger.log(logging.INFO if self.verbose else logging.DEBUG, msg, *args)
         if self.verbose and not logger.hasHandlers():
             print("[fastkern] " + msg % args, file=sys.stderr)
 
-    def timed(self, fn):
+    def timed(self, fn, label=None):
         def wrapped(*args):
             t0 = time.perf_counter()
-            result = fn(*args)
+            token = _PASS_LABEL.set(label or self.pass_label())
+            try:
+                result = fn(*args)
+            finally:
+                _PASS_LABEL.reset(token)
             self.last = time.perf_counter() - t0
             self.passes += 1
             self.pass_seconds += self.last
             return result
         return wrapped
 
+    def pass_label(self):
+        label = f"pass {self.passes + 1}"
+        if self.residual is not None:
+            label += f", largest residual {self.residual:.1e}"
+        return label
+
     def callback(self, iteration, residuals):
         residuals = np.asarray(residuals, dtype=np.float64)
+        self.residual = float(residuals.max())
         self.report("%s iteration %d: max residual %.3e (per component %s); last pass %.2f s",
                     self.solver, iteration, residuals.max(),
                     np.array2string(residuals, formatter={"float_kind": "{:.2e}".format}),
@@ -302,7 +359,7 @@ def solve_matrix_free(est, X, matmat, row_sums):
     k = _check_n_components(est, n, n - 1, "matrix-free")
     progress = _Progress(getattr(est, "verbose", False), "matrix-free")
     matmat = progress.timed(matmat)
-    row_sums = progress.timed(row_sums)
+    row_sums = progress.timed(row_sums, "row means")
     r = row_sums() / n
     if not np.all(np.isfinite(r)):
         raise ValueError("the kernel matrix of X contains NaN or infinity "
@@ -416,7 +473,8 @@ def transform_kernel_pca(est, X, *, client=None, timeout=600.0):
                             degree=est.degree, coef0=est.coef0,
                             kernel_params=est.kernel_params, n_threads=est.n_threads,
                             memory_budget=budget)
-        KA = op.matmat(A1, X)
+        with _label("transform"):
+            KA = op.matmat(A1, X)
     kt = KA[:, -1] / n
     KA = KA[:, :-1]
     r, m = est._fit_row_means, est._fit_grand_mean

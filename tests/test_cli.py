@@ -733,3 +733,35 @@ def test_header_scan_lets_ctrl_c_through(tmp_path):
     proc = subprocess.run([sys.executable, "-c", _HEADER_SCAN_UNDER_CTRL_C], capture_output=True,
                           text=True, cwd=tmp_path, timeout=200)
     assert proc.stdout.strip() == "lost 0", proc.stdout + proc.stderr
+
+
+def test_kpca_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
+    data = tmp_path / "d.csv"
+    write_csv(data, np.random.default_rng(0).normal(size=(300, 3)).round(6).tolist())
+    args = ("kpca", data, "--solver", "matrix-free", "--out", tmp_path / "p.csv")
+    proc = fastkern(*args, "--progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [s for s in proc.stderr.splitlines() if s.startswith("[fastkern kpca] ")]
+    assert lines[0].startswith("[fastkern kpca] row means: done (0:")
+    assert lines[1].startswith("[fastkern kpca] pass 2: done")
+    assert all(": done (" in s for s in lines) and len(lines) >= 4
+    # The default on a non-terminal stderr, and --no-progress: no bar.
+    for flags in ((), ("--no-progress",)):
+        quiet = fastkern(*args, *flags, cwd=tmp_path)
+        assert quiet.returncode == 0 and "[fastkern kpca]" not in quiet.stderr
+
+
+def test_progress_bar_on_a_terminal_redraws_one_line():
+    from fastkern.cli import _ProgressBar
+
+    stream = io.StringIO()
+    bar = _ProgressBar(stream, tty=True)
+    bar("pass 3, largest residual 2.0e-05", 0.0)
+    bar("pass 3, largest residual 2.0e-05", 0.5)  # within 0.1 s of the last draw: skipped
+    bar("pass 3, largest residual 2.0e-05", 1.0)
+    bar.close()
+    frames = stream.getvalue().split("\r\x1b[K")[1:]
+    assert len(frames) == 2
+    assert frames[0].startswith("[" + "." * 30 + "]   0% pass 3, largest residual 2.0e-05 (0:")
+    assert frames[1].startswith("[" + "#" * 30 + "] 100% pass 3")
+    assert frames[1].endswith(")\n")

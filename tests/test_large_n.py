@@ -341,3 +341,28 @@ def test_fit_kernel_pca_direct_call_validates():
         fit_kernel_pca(est, np.ones(5))
     with pytest.raises(ValueError, match="at least 2 samples"):
         fit_kernel_pca(est, np.ones((1, 3)))
+
+
+@pytest.mark.parametrize("kernel", ["rbf", fk.RBF(0.1) + fk.Linear()])
+def test_progress_reports_every_pass_from_0_to_1(kernel):
+    """Each pass over K (the tile loop, or the row blocks of a composed kernel) is reported."""
+    from fastkern.large_n import reporting_progress
+
+    X = np.random.default_rng(3).normal(size=(600, 4))
+    calls = []
+    est = KernelPCA(n_components=3, kernel=kernel, gamma=0.1, eigen_solver="matrix-free",
+                    tol=1e-8)
+    with reporting_progress(lambda label, fraction: calls.append((label, fraction))):
+        est.fit(X)
+        est.transform(X[:7])
+    labels = list(dict.fromkeys(label for label, _ in calls))
+    assert labels[0] == "row means" and labels[-1] == "transform"
+    assert labels[1] == "pass 2" and "largest residual" in labels[-2]
+    for label in labels:
+        fractions = [f for lab, f in calls if lab == label]
+        assert fractions[0] == 0 and fractions[-1] == 1
+        assert np.all(np.diff(fractions) > 0)
+    # Without a sink nothing is reported, and the results are the same.
+    again = KernelPCA(n_components=3, kernel=kernel, gamma=0.1, eigen_solver="matrix-free",
+                      tol=1e-8).fit(X)
+    np.testing.assert_allclose(again.eigenvalues_, est.eigenvalues_)
