@@ -19,15 +19,28 @@ from fastkern.pairwise import (
     sigmoid_kernel,
 )
 from fastkern.sir import KernelSIR, SlicedInverseRegression
+from fastkern.structured import (AllSubstrings, BoundedRange, ExponentialDecay, Jaccard, MinMax,
+                                 SetIntersection, Spectrum, Subsequence, Substring,
+                                 WeisfeilerLehman, stringdot)
 
 __all__ = [
+    "AllSubstrings",
+    "BoundedRange",
+    "ExponentialDecay",
+    "Jaccard",
     "KernelCenterer",
     "KernelPCA",
     "KernelRidge",
     "KernelRidgeCV",
     "KernelSIR",
+    "MinMax",
     "Nystroem",
+    "SetIntersection",
     "SlicedInverseRegression",
+    "Spectrum",
+    "Subsequence",
+    "Substring",
+    "WeisfeilerLehman",
     "center_gram",
     "config_info",
     "cosine_similarity",
@@ -42,4 +55,5 @@ __all__ = [
     "rbf_kernel",
     "show_config",
     "sigmoid_kernel",
+    "stringdot",
 ]
