@@ -11,7 +11,7 @@ depend on the thread that computes it, so the Gram is bit-identical for any
 thread count.  Inputs are validated by fastkern.structured.
 """
 from cython.parallel cimport prange, parallel
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 import numpy as np
 
@@ -177,3 +177,90 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
         for i in range(nx):
             for j in range(i):
                 out[i, j] = out[j, i]
+
+
+def kmer_csr(const int64_t[::1] codes, const int64_t[::1] offsets, int k, int64_t card):
+    """CSR (indptr, indices, data) of k-mer counts, and the number of distinct k-mers.
+
+    codes[p] is the exact code of the k-mer starting at p of the concatenated
+    strings (k-mers crossing the end of a string are skipped here).  Columns
+    are numbered in order of first appearance through an open-addressing hash
+    table (exact: the keys themselves are stored); within a row they are in
+    order of first appearance too.  ``card`` bounds the codes (0 <= code <
+    card), so at most min(len(codes), card) columns exist and the tables are
+    sized for that.  Serial: O(total length).
+    """
+    cdef Py_ssize_t n = offsets.shape[0] - 1, r, p, stop, slot, nnz = 0, D = 0
+    cdef Py_ssize_t cap = 1
+    cdef int64_t key, col
+    cdef uint64_t h
+    cdef Py_ssize_t most = max(1, min(codes.shape[0], card))
+    # Load factor <= 2/3 even if every k-mer is distinct (linear probing).
+    while cap < most + most // 2:
+        cap *= 2
+    keys_a = np.full(cap, -1, dtype=np.int64)
+    vals_a = np.empty(cap, dtype=np.int64)
+    indptr_a = np.zeros(n + 1, dtype=np.int64)
+    indices_a = np.empty(max(codes.shape[0], 1), dtype=np.int64)
+    data_a = np.empty(max(codes.shape[0], 1), dtype=np.float64)
+    # Per column: the last row that saw it and where its count sits in that row.
+    last_a = np.full(most, -1, dtype=np.int64)
+    where_a = np.empty(most, dtype=np.int64)
+    cdef int64_t[::1] keys = keys_a, vals = vals_a, indptr = indptr_a, indices = indices_a
+    cdef int64_t[::1] last = last_a, where = where_a
+    cdef double[::1] data = data_a
+    cdef uint64_t mask = cap - 1
+    with nogil:
+        for r in range(n):
+            stop = offsets[r + 1] - k + 1
+            for p in range(offsets[r], stop):
+                key = codes[p]
+                h = (<uint64_t> key) * <uint64_t> 0x9E3779B97F4A7C15ULL
+                slot = <Py_ssize_t> ((h >> 20) & mask)
+                while keys[slot] != -1 and keys[slot] != key:
+                    slot = <Py_ssize_t> ((slot + 1) & mask)
+                if keys[slot] == -1:
+                    keys[slot] = key
+                    vals[slot] = D
+                    D = D + 1
+                col = vals[slot]
+                if last[col] == r:
+                    data[where[col]] += 1.0
+                else:
+                    last[col] = r
+                    where[col] = nnz
+                    indices[nnz] = col
+                    data[nnz] = 1.0
+                    nnz = nnz + 1
+            indptr[r + 1] = nnz
+    return indptr_a, indices_a[:nnz].copy(), data_a[:nnz].copy(), D
+
+
+def count_gram_sparse(const int64_t[::1] xptr, const int64_t[::1] xind, const double[::1] xdat,
+                      const int64_t[::1] yptr, const int64_t[::1] yind, const double[::1] ydat,
+                      const unsigned char[::1] dense, double[:, ::1] out, int n_threads):
+    """out[i, j] += sum over sparse features f of X[i, f] Y[j, f] (Y given by columns).
+
+    X is CSR (rows), Y CSC (a posting list of (row j, value) per feature);
+    features marked ``dense`` are left to a gemm.  Row i of out is written
+    only by the thread that owns row i.  The cost is sum_f df_X(f) df_Y(f)
+    scattered updates, so only rare features belong here.
+    """
+    cdef Py_ssize_t nx = xptr.shape[0] - 1, ny = out.shape[1], i, a, b, f
+    cdef double v
+    cdef double *orow
+    cdef int threads
+    cdef Batches batches = Batches(nx, n_threads)
+    while batches.next():
+        threads = <int> min(<Py_ssize_t> n_threads, batches.stop - batches.start)
+        with nogil:
+            for i in prange(batches.start, batches.stop, num_threads=threads,
+                            schedule='dynamic'):
+                orow = &out[i, 0]
+                for a in range(xptr[i], xptr[i + 1]):
+                    f = xind[a]
+                    if dense[f]:
+                        continue
+                    v = xdat[a]
+                    for b in range(yptr[f], yptr[f + 1]):
+                        orow[yind[b]] += v * ydat[b]

@@ -235,8 +235,9 @@ class Spectrum(_SubstringFamily):
     k(x, y) = sum over strings s of length k of n_x(s) n_y(s), n_x(s) the
     number of occurrences of s in x (Leslie, Eskin and Noble, 2002).  Each
     string's k-mers are counted once (exact integer k-mer codes, no hashing
-    collisions) into a sparse count matrix, and the Gram is its sparse linear
-    kernel (fastkern's OpenMP sparse Gram).
+    collisions) into a sparse count matrix; the Gram is its linear kernel:
+    BLAS on the frequent k-mers' columns, an OpenMP loop over posting lists
+    for the rare ones.
 
     Parameters
     ----------
@@ -273,13 +274,11 @@ class Spectrum(_SubstringFamily):
         return (C, None) if Y is None else (C[:len(X)], C[len(X):])
 
     def _gram(self, X, Y, out, n_threads):
-        from fastkern.pairwise import linear_kernel
-
         Cx, Cy = self._counts(X, Y)
-        linear_kernel(Cx, Cy, out=out, n_threads=n_threads)
+        _count_gram(Cx, Cy, out, n_threads)
         if self.normalized:
-            dx = np.asarray(Cx.multiply(Cx).sum(axis=1)).ravel()
-            dy = dx if Cy is None else np.asarray(Cy.multiply(Cy).sum(axis=1)).ravel()
+            dx = _row_sq_sums(Cx)
+            dy = dx if Cy is None else _row_sq_sums(Cy)
             _normalize(out, dx, dy, X, X if Y is None else Y)
 
 
@@ -288,33 +287,83 @@ def _kmer_matrix(codes, offsets, k):
 
     A k-mer's code is its base-A number (A the alphabet size); when A**k
     would overflow int64 the codes of the (m)-mers are first ranked to
-    0..n_distinct-1, so codes stay exact for any k.
+    0..n_distinct-1, so codes stay exact for any k.  Columns are numbered by
+    an exact hash table in compiled code (``_structured.kmer_csr``).
     """
     n = offsets.size - 1
-    N = codes.size
-    M = N - k + 1
+    M = codes.size - k + 1
     if M <= 0:
         return sp.csr_matrix((n, 0))
-    alphabet, t = np.unique(codes, return_inverse=True)
-    A = np.int64(alphabet.size)
-    t = t.astype(np.int64)
+    # Alphabet ranks through a presence table over the code points: no sort.
+    present = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    present[codes] = 1
+    rank = np.cumsum(present) - 1
+    A = int(present.sum())
+    t = rank[codes]
     cur = t[:M].copy()
-    card = int(A)
+    card = A
     for m in range(1, k):
-        if card * int(A) >= 2 ** 62:
+        if card * A >= 2 ** 62:
             _, cur = np.unique(cur, return_inverse=True)
-            cur = cur.astype(np.int64)
+            cur = cur.astype(np.int64).ravel()
             card = int(cur.max()) + 1
         cur *= A
         cur += t[m:m + M]
-        card *= int(A)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))[:M]
-    valid = np.arange(M) + k <= offsets[rows + 1]
-    cur, rows = cur[valid], rows[valid]
-    vocab, cols = np.unique(cur, return_inverse=True)
-    C = sp.csr_matrix((np.ones(cur.size), (rows, cols.ravel())), shape=(n, vocab.size))
-    C.sum_duplicates()
-    return C
+        card *= A
+    indptr, indices, data, D = _structured.kmer_csr(cur, offsets, k, min(card, 2 ** 62))
+    return sp.csr_matrix((data, indices, indptr), shape=(n, D))
+
+
+# A feature shared by df_x rows of X and df_y of Y costs df_x df_y scattered
+# updates in the sparse loop and nx ny / _DENSE_GAIN in a gemm (BLAS does
+# many times more multiply-adds a second than a scatter does).
+_DENSE_GAIN = 16
+# Columns of the dense part are densified this many float64 entries at a time.
+_DENSE_CHUNK = 1 << 25
+
+
+def _row_sq_sums(C):
+    rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+    return np.bincount(rows, weights=C.data * C.data, minlength=C.shape[0])
+
+
+def _count_gram(Cx, Cy, out, n_threads):
+    """out = Cx Cy^T (Cy None: Cx Cx^T) for sparse feature-count matrices.
+
+    Frequent features go to BLAS on a dense copy of their columns (in
+    chunks), rare ones to an OpenMP loop over posting lists; with integer
+    counts every sum is exact, so the result does not depend on the split or
+    on the thread count, and a symmetric Gram is exactly symmetric.
+    """
+    from scipy.linalg import blas
+
+    from fastkern._threads import blas_limit
+
+    symmetric = Cy is None
+    Cy = Cx if symmetric else Cy
+    nx, ny, D = Cx.shape[0], Cy.shape[0], Cx.shape[1]
+    dfx = np.bincount(Cx.indices, minlength=D).astype(np.float64)
+    dfy = dfx if symmetric else np.bincount(Cy.indices, minlength=D).astype(np.float64)
+    dense = dfx * dfy > nx * ny / _DENSE_GAIN
+    out.fill(0.0)
+    Yc = Cy.tocsc()
+    i64 = np.int64
+    _structured.count_gram_sparse(
+        Cx.indptr.astype(i64), Cx.indices.astype(i64), Cx.data.astype(np.float64),
+        Yc.indptr.astype(i64), Yc.indices.astype(i64), Yc.data.astype(np.float64),
+        dense.view(np.uint8), out, n_threads)
+    cols = np.flatnonzero(dense)
+    step = max(1, _DENSE_CHUNK // max(nx + ny, 1))
+    for c0 in range(0, cols.size, step):
+        chunk = cols[c0:c0 + step]
+        Xd = Cx[:, chunk].toarray()
+        Yd = Xd if symmetric else Cy[:, chunk].toarray()
+        # out.T is out's memory in Fortran order: gemm accumulates into it in place.
+        with blas_limit(n_threads):
+            res = blas.dgemm(1.0, Yd, Xd, beta=1.0, c=out.T, trans_b=True, overwrite_c=True)
+        if not np.shares_memory(res, out):
+            out[...] = res.T
+    return out
 
 
 class BoundedRange(_SubstringFamily):
@@ -564,7 +613,8 @@ class WeisfeilerLehman(StructuredKernel):
     grakel's ``WeisfeilerLehman(n_iter=...)``); with ``normalize=True``,
     divided by sqrt(k(G, G) k(G', G')).  The relabelling runs in Python
     (O(n_iter x edges)); the histograms are a sparse count matrix whose Gram
-    is fastkern's OpenMP sparse linear kernel.
+    is computed as ``Spectrum``'s (BLAS for frequent labels, OpenMP posting
+    lists for rare ones).
 
     Parameters
     ----------
@@ -597,7 +647,8 @@ class WeisfeilerLehman(StructuredKernel):
             raise ValueError(f"{name} has no node labels (None); WeisfeilerLehman needs "
                              "(adjacency, node_labels)")
         if sp.issparse(A):
-            A = sp.csr_matrix(A)
+            # A copy: eliminate_zeros below must not touch the caller's matrix.
+            A = sp.csr_matrix(A, copy=True)
         else:
             A = np.asarray(A)
             if A.dtype.kind not in "biuf":
@@ -663,12 +714,10 @@ class WeisfeilerLehman(StructuredKernel):
         return (C, None) if Y is None else (C[:len(X)], C[len(X):])
 
     def _gram(self, X, Y, out, n_threads):
-        from fastkern.pairwise import linear_kernel
-
         Cx, Cy = self._features(X, Y)
-        linear_kernel(Cx, Cy, out=out, n_threads=n_threads)
+        _count_gram(Cx, Cy, out, n_threads)
         if self.normalize:
             # Every graph has a node, so no self-similarity is 0 (no keys needed).
-            dx = np.asarray(Cx.multiply(Cx).sum(axis=1)).ravel()
-            dy = dx if Cy is None else np.asarray(Cy.multiply(Cy).sum(axis=1)).ravel()
+            dx = _row_sq_sums(Cx)
+            dy = dx if Cy is None else _row_sq_sums(Cy)
             _normalize(out, dx, dy, None, None)

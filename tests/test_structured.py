@@ -481,11 +481,12 @@ def test_kernel_ridge_cv_and_sir_on_strings():
 
 def test_pipeline_and_grid_search_with_structured_kernel():
     X, y = labelled_strings(60)
-    grid = GridSearchCV(KernelRidge(), {"kernel": [Spectrum(k=1), Spectrum(k=2), Jaccard()],
+    grid = GridSearchCV(KernelRidge(), {"kernel": [Spectrum(k=1), Spectrum(k=2),
+                                                   Subsequence(k=2, lambda_=0.5)],
                                         "alpha": [0.1, 1.0]}, cv=3)
-    # Jaccard on strings sees each string as its set of characters.
     grid.fit(X, y)
-    assert isinstance(grid.best_estimator_.kernel, (Spectrum, Jaccard))
+    assert isinstance(grid.best_estimator_.kernel, (Spectrum, Subsequence))
+    assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
     assert np.isfinite(grid.best_score_)
     pipe = make_pipeline(KernelPCA(n_components=2, kernel=Spectrum(k=2)), StandardScaler(),
                          KernelRidge(alpha=0.1))
