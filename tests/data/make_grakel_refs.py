@@ -54,7 +54,7 @@ def main(path=OUT):
             K = gk.fit_transform(data)
             cases.append({"n_iter": n_iter, "normalize": normalize, "K": K.tolist()})
     refs = {"grakel_version": grakel.__version__, "graphs": graphs, "cases": cases}
-    Path(path).write_text(json.dumps(refs, indent=1) + "\n")
+    Path(path).write_text(json.dumps(refs) + "\n")
 
 
 if __name__ == "__main__":
