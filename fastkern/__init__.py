@@ -21,8 +21,15 @@ from fastkern.pairwise import (
     sigmoid_kernel,
 )
 from fastkern.sir import KernelSIR, SlicedInverseRegression
+from fastkern.structured import (AllSubstrings, BoundedRange, ExponentialDecay, Jaccard, MinMax,
+                                 SetIntersection, Spectrum, Subsequence, Substring,
+                                 WeisfeilerLehman, stringdot)
 
 __all__ = [
+    "AllSubstrings",
+    "BoundedRange",
+    "ExponentialDecay",
+    "Jaccard",
     "KernelCCA",
     "KernelCenterer",
     "KernelFDA",
@@ -30,8 +37,14 @@ __all__ = [
     "KernelRidge",
     "KernelRidgeCV",
     "KernelSIR",
+    "MinMax",
     "Nystroem",
+    "SetIntersection",
     "SlicedInverseRegression",
+    "Spectrum",
+    "Subsequence",
+    "Substring",
+    "WeisfeilerLehman",
     "center_gram",
     "config_info",
     "cosine_similarity",
@@ -46,4 +59,5 @@ __all__ = [
     "rbf_kernel",
     "show_config",
     "sigmoid_kernel",
+    "stringdot",
 ]

@@ -90,3 +90,68 @@ def kernel_constraints():
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
     }
+
+
+def structured_kernel(kernel):
+    """The kernel on non-vector samples (strings, sets, graphs) in `kernel`, or None.
+
+    A kernel object declares ``takes_vectors = False`` (fastkern.structured);
+    a composition (k1 + k2, c * k, exp(k), ...) takes what its parts take.
+    """
+    if not isinstance(kernel, Kernel):
+        return None
+    if getattr(kernel, "takes_vectors", True) is False:
+        return kernel
+    for part in kernel._params().values():
+        found = structured_kernel(part)
+        if found is not None:
+            return found
+    return None
+
+
+# Estimator options that only make sense for vectors (KernelPCA's pre-images
+# and large-N solvers evaluate kernels on vectors they build themselves).
+_VECTOR_ONLY_OPTIONS = {"fit_inverse_transform": (True,),
+                        "eigen_solver": ("matrix-free", "nystrom")}
+
+
+def validate_input(estimator, X="no_validation", y="no_validation", *, reset=True,
+                   **check_params):
+    """scikit-learn's ``validate_data``, unless the estimator's kernel takes non-vector samples.
+
+    Then X is checked by that kernel (``check_samples``: a 1-D object array of
+    strings, sets or graphs comes back), ``ensure_min_samples`` is honoured,
+    y is checked as ``validate_data`` checks it (``multi_output``,
+    ``y_numeric``) and its length against X's, and no ``n_features_in_`` is
+    set (a fit removes the ones of an earlier fit on vectors).  Every other
+    check parameter (dtype, accept_sparse, ...) concerns numeric X and is
+    ignored.
+    """
+    from sklearn.utils.validation import _check_y, check_consistent_length, validate_data
+
+    kernel = structured_kernel(getattr(estimator, "kernel", None))
+    if kernel is None:
+        return validate_data(estimator, X, y, reset=reset, **check_params)
+    for option, values in _VECTOR_ONLY_OPTIONS.items():
+        value = getattr(estimator, option, None)
+        if isinstance(value, (bool, str)) and value in values:
+            raise ValueError(f"{option}={value!r} needs vector samples; {kernel!r} takes "
+                             f"{kernel._sample_kind}s")
+    X = kernel.check_samples(X, "X")
+    min_samples = check_params.get("ensure_min_samples", 1)
+    if X.shape[0] < min_samples:
+        raise ValueError(f"X has {X.shape[0]} sample(s), while a minimum of {min_samples} "
+                         f"is required by {type(estimator).__name__}.")
+    if reset:
+        for attr in ("n_features_in_", "feature_names_in_"):
+            if hasattr(estimator, attr):
+                delattr(estimator, attr)
+    if y is None or (isinstance(y, str) and y == "no_validation"):
+        if y is None and estimator.__sklearn_tags__().target_tags.required:
+            raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the "
+                             "target y is None.")
+        return X
+    y = _check_y(y, multi_output=check_params.get("multi_output", False),
+                 y_numeric=check_params.get("y_numeric", False), estimator=estimator)
+    check_consistent_length(X, y)
+    return X, y

@@ -20,10 +20,11 @@ from sklearn.preprocessing import normalize
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import svd_flip
-from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
 from fastkern._eigen import block_eigsh, randomized_eigsh
-from fastkern._kernel_api import STRING_KERNELS, kernel_gram
+from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_gram, structured_kernel,
+                                  validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import _all_finite, check_real, is_dask_array, memory_budget_bytes
 from fastkern.centering import KernelCenterer
@@ -221,20 +222,21 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                            n_threads=self.n_threads, out=out)
 
     def _validate(self, X, reset):
-        if isinstance(X, (list, tuple)):
+        if isinstance(X, (list, tuple)) and structured_kernel(self.kernel) is None:
             # A nested list is converted straight to float64 by check_array
             # when a dtype is requested, and complex entries then raise a
             # TypeError; as an array they get scikit-learn's "Complex data not
             # supported" ValueError.
             X = np.asarray(X)
-        return validate_data(self, X, accept_sparse=["csr", "csc"],
-                             dtype=[np.float64, np.float32], reset=reset)
+        return validate_input(self, X, accept_sparse=["csr", "csc"],
+                              dtype=[np.float64, np.float32], reset=reset)
 
     def _choose_solver(self, X, k, solver):
         if solver != "auto":
             return solver
         n = X.shape[0]
-        if (not self._precomputed and not sparse.issparse(X) and self.kernel != "cosine"
+        if (not self._precomputed and not sparse.issparse(X) and X.ndim == 2
+                and self.kernel != "cosine"
                 and n * n * X.dtype.itemsize > memory_budget_bytes(self.memory_budget)):
             return "matrix-free"
         if n > _ITERATIVE_MIN_SAMPLES and k < 10:
@@ -288,7 +290,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # dropped below), a larger request is clamped to n_samples.
         k = n if self.n_components is None else min(n, self.n_components)
         solver = self._choose_solver(X, k, solver)
-        self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
+        self.gamma_ = 1 / X.shape[1] if self.gamma is None and X.ndim == 2 else self.gamma
         if solver in LARGE_N_SOLVERS:
             if self.kernel == "cosine":
                 raise ValueError(f"kernel='cosine' is not available with eigen_solver="
@@ -304,8 +306,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             K = X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C", copy=True)
         else:
             K = self._kernel(X, gamma=self.gamma_)
-            if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != X.dtype:
-                K = np.array(K, dtype=X.dtype, order="C", copy=True)
+            if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
+                K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
         # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
         # X: only the other kernels can overflow, so only they pay a pass over K.
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
@@ -326,8 +328,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.remove_zero_eig or self.n_components is None:
             keep = eigenvalues > 0
             eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
-        self.eigenvalues_ = eigenvalues.astype(X.dtype, copy=False)
-        self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=X.dtype)
+        self.eigenvalues_ = eigenvalues.astype(K.dtype, copy=False)
+        self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=K.dtype)
         self._fit_solver = solver
 
         X_transformed = None

@@ -17,9 +17,9 @@ import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from fastkern._kernel_api import gram_dtype, kernel_constraints, kernel_gram
+from fastkern._kernel_api import gram_dtype, kernel_constraints, kernel_gram, validate_input
 from fastkern._threads import limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
@@ -133,8 +133,8 @@ def _solve_dtype(K_dtype, y_dtype, sw, one_alpha):
 class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _validate_fit(self, X, y, sample_weight):
         check_n_threads(self.n_threads)
-        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"), multi_output=True,
-                             y_numeric=True)
+        X, y = validate_input(self, X, y, accept_sparse=("csr", "csc"), multi_output=True,
+                              y_numeric=True)
         if self._precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
@@ -179,7 +179,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
         """
         check_is_fitted(self, "dual_coef_")
-        X = validate_data(self, X, accept_sparse=("csr", "csc"), reset=False)
+        X = validate_input(self, X, accept_sparse=("csr", "csc"), reset=False)
         if self._precomputed and hasattr(X, "toarray"):
             return np.asarray(X @ self.dual_coef_)
         K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma, degree=self.degree,

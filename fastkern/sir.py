@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram
+from fastkern._kernel_api import kernel_constraints, kernel_gram, validate_input
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -359,8 +359,8 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
-                             ensure_min_samples=2, y_numeric=False)
+        X, y = validate_input(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
+                              ensure_min_samples=2, y_numeric=False)
         n = X.shape[0]
         precomputed = self._precomputed()
         X = _dense_if_precomputed(X, precomputed)
@@ -503,7 +503,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def transform(self, X):
         check_is_fitted(self, "dual_coef_")
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
+        X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         X = _dense_if_precomputed(X, self._precomputed())
         with blas_limit(self.n_threads if self.n_threads is None
                            else check_n_threads(self.n_threads)):
