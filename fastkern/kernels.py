@@ -312,3 +312,14 @@ def min_eigenvalue(K):
         raise ValueError("K must be symmetric")
     return float(linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0],
                              driver="evr")[0])
+
+
+def __getattr__(name):
+    # The kernels on strings, sets and graphs live in fastkern.structured, which
+    # builds on this module; they are reachable here too (kernels.Spectrum),
+    # imported on first use so that neither module imports the other at load.
+    from fastkern import structured
+
+    if name in structured.__all__:
+        return getattr(structured, name)
+    raise AttributeError(f"module 'fastkern.kernels' has no attribute {name!r}")

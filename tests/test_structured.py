@@ -502,3 +502,12 @@ def test_estimators_reject_bad_structured_input():
         KernelPCA(kernel=Spectrum()).fit(["abc", ""])
     with pytest.raises(ValueError, match="X is empty"):
         KernelPCA(kernel=Spectrum()).fit([])
+
+
+def test_structured_kernels_are_reachable_from_fastkern_kernels():
+    import fastkern.kernels as kernels
+
+    assert kernels.Spectrum is fastkern.structured.Spectrum
+    assert kernels.WeisfeilerLehman is fastkern.structured.WeisfeilerLehman
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        kernels.Nope
