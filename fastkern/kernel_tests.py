@@ -59,8 +59,8 @@ Memory
 ``mmd_test`` stores the pooled Gram (N = m + n; N^2 values of the input
 dtype, float32 for float32 inputs); ``hsic_test`` stores HKH in the upper
 triangle and L in the strict lower triangle of one n x n buffer, computing
-L in row tiles of at most 2^19 values.  Besides that: O(N) vectors and the
-permutations of one chunk (at most 2^20 int32 or uint8 values).
+L in row tiles of at most 2^18 values.  Besides that: O(N) vectors and the
+permutations of one chunk (at most 2^18 int32 or uint8 values per array).
 """
 import math
 import numbers
@@ -80,8 +80,8 @@ ESTIMATORS = ("unbiased", "biased", "hyppo", "hyppo_biased")
 METHODS = ("permutation", "gamma")
 # Values in one chunk of permutations (int32 indices or uint8 labels) and in
 # one tile of L: bounded so that they stay small next to the N x N buffer.
-_CHUNK_VALUES = 1 << 20
-_TILE_VALUES = 1 << 19
+_CHUNK_VALUES = 1 << 18
+_TILE_VALUES = 1 << 18
 
 
 class MMDTestResult(NamedTuple):
@@ -250,6 +250,12 @@ def _normalised(cov, var_a, var_b, biased):
     return r
 
 
+def _threads_for(n, n_threads):
+    """One thread below 256 x 256: a parallel region costs more than such a pass
+    (results do not depend on the thread count)."""
+    return n_threads if n * n >= (1 << 16) else 1
+
+
 def _chunk_size(n, n_threads):
     return max(8 * n_threads, min(1024, _CHUNK_VALUES // max(n, 1)))
 
@@ -288,7 +294,7 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     Notes
     -----
     Memory: the pooled Gram (N = m + n squared, in the input dtype) plus
-    O(N) vectors and one chunk of at most 2^20 permutation labels.
+    O(N) vectors and one chunk of at most 2^18 permutation labels.
     """
     _check_kernel(kernel, "kernel")
     estimator = _check_choice(estimator, "estimator", ESTIMATORS)
@@ -305,7 +311,7 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     if estimator == "hyppo" and nx + ny < 4:
         raise ValueError("estimator='hyppo' needs at least 4 samples in all")
     n_permutations = check_int(n_permutations, "n_permutations", 1)
-    n_threads = check_n_threads(n_threads)
+    n_threads = _threads_for(nx + ny, check_n_threads(n_threads))
     rng = _rng(random_state)
 
     dtype = result_dtype(X, Y)
@@ -330,10 +336,9 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
         chunk = _chunk_size(N, n_threads)
         for start in range(0, n_permutations, chunk):
             count = min(chunk, n_permutations - start)
-            perms = np.stack([rng.permutation(N) for _ in range(count)])
             labels = np.zeros((count, N), dtype=np.uint8)
-            np.put_along_axis(labels, perms[:, :nx], 1, axis=1)
-            del perms
+            for k in range(count):
+                labels[k, rng.permutation(N)[:nx]] = 1
             null[start:start + count] = stats.statistics(labels)
         pvalue = _permutation_pvalue(observed, null)
         null_params = {"n_permutations": n_permutations}
@@ -611,8 +616,8 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
     Notes
     -----
     Memory: one n x n buffer (HKH above the diagonal, L below), L computed
-    in row tiles of at most 2^19 values, O(n) vectors and one chunk of
-    permutations (at most 2 x 2^20 int32).
+    in row tiles of at most 2^18 values, O(n) vectors and one chunk of
+    permutations (at most 2 x 2^18 int32).
     """
     _check_kernel(kernel_x, "kernel_x")
     _check_kernel(kernel_y, "kernel_y")
@@ -629,7 +634,7 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         raise ValueError(f"hsic_test with method={method!r} needs at least {need} samples, "
                          f"got {n}")
     n_permutations = check_int(n_permutations, "n_permutations", 1)
-    n_threads = check_n_threads(n_threads)
+    n_threads = _threads_for(n, check_n_threads(n_threads))
     rng = _rng(random_state)
     dtype = result_dtype(X, Y)
     X = np.asarray(X, dtype=dtype)
@@ -652,13 +657,15 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         null = None
     else:
         null = np.empty(n_permutations)
-        chunk = _chunk_size(2 * n, n_threads)
-        rows = np.arange(chunk)[:, None]
+        chunk = _chunk_size(n, n_threads)
+        ident = np.arange(n, dtype=np.int32)
         for start in range(0, n_permutations, chunk):
             count = min(chunk, n_permutations - start)
-            perms = np.stack([rng.permutation(n) for _ in range(count)]).astype(np.int32)
-            inv = np.empty_like(perms)
-            inv[rows[:count], perms] = np.arange(n, dtype=np.int32)
+            perms = np.empty((count, n), dtype=np.int32)
+            inv = np.empty((count, n), dtype=np.int32)
+            for k in range(count):
+                perms[k] = rng.permutation(n)
+                inv[k, perms[k]] = ident
             null[start:start + count] = stats.statistics(perms, inv)
         pvalue = _permutation_pvalue(observed, null)
         null_params = {"n_permutations": n_permutations}
