@@ -77,7 +77,8 @@ cdef void _row_stats(const floating *G, Py_ssize_t n, double *full, double *uppe
 
 
 def row_stats(const floating[:, ::1] G, int n_threads):
-    """For a full symmetric G: (row sums, strict-upper row sums, strict-upper row sums of squares)."""
+    """For a full symmetric G: (row sums, strict-upper row sums, and strict-upper row
+    sums of squares); only the last two when the lower triangle holds something else."""
     cdef Py_ssize_t n = G.shape[0]
     full = np.zeros(n)
     upper = np.zeros(n)

@@ -930,7 +930,8 @@ def build_parser():
                            "seed gives the same output")
 
     parser = _Parser(prog="fastkern",
-                     description="Fast kernel methods: kernel PCA, kernel SIR, benchmarks, kernel tests.")
+                     description="Fast kernel methods: kernel PCA, kernel SIR, benchmarks, "
+                                 "kernel tests.")
     from fastkern import __version__
 
     parser.add_argument("--version", action="version", version=f"fastkern {__version__}")

@@ -34,7 +34,10 @@ HSIC, paired samples X, Y (n rows each), Grams K and L, H = I - 11'/n:
   A = K - max(K) I (K~ for kernels with a constant diagonal such as RBF),
   or for bias=True ``sqrt(HSIC_b(K, L) / sqrt(HSIC_b(K, K) HSIC_b(L, L)))``
   (0 when a variance, or the biased covariance, is <= 0).  Matches
-  ``hyppo.independence.Hsic().statistic`` to 1e-8.
+  ``hyppo.independence.Hsic().statistic`` to 1e-8.  (hyppo's
+  ``Hsic.test(..., auto=False)`` hands the Grams themselves to Dcorr as
+  distances, so the statistic it reports there differs from its
+  ``statistic()`` for bias=False; fastkern follows ``statistic()``.)
 
 P-values
 --------
@@ -371,6 +374,7 @@ class _MMDStats:
         self.upper_total = float(np.sum(self.upper))
         self.diag_total = float(np.sum(self.diag))
         vectors = [self.diag]
+        self.label_kernel = label_kernel
         if estimator in ("hyppo", "hyppo_biased"):
             # hyppo's label Gram L: the kernel of the 1-column labels 0 (X), 1 (Y).
             k00, k11, k01 = label_kernel
@@ -382,6 +386,8 @@ class _MMDStats:
             self.at = self.full - self.diag
             self.a = self.at + (self.diag - float(G.max()))
             lmax = max(k00, k11, k01)
+            # hyppo's 1 - K / max(K): a negative max flips the covariance's sign.
+            self.sign = np.sign(float(G.max())) * np.sign(lmax)
             self.bx_t, self.by_t = self.cx * (nx - 1), self.cy * (ny - 1)
             self.bx, self.by = self.bx_t + k00 - lmax, self.by_t + k11 - lmax
             vectors += [self.at, self.a]
@@ -436,8 +442,8 @@ class _MMDStats:
             s_a_bt = self.bx_t * sx_a + self.by_t * (a_sum - sx_a)
             s_a_b = self.bx * sx_a + self.by * (a_sum - sx_a)
             T = 2 * (self.cx * tx + self.cy * ty)
-            cov = _ucentered(T, s_at_b, s_a_bt, s_a_b, at_sum, a_sum, self.bt_sum(),
-                             self.b_sum(), N)
+            cov = self.sign * _ucentered(T, s_at_b, s_a_bt, s_a_b, at_sum, a_sum,
+                                         self.bt_sum(), self.b_sum(), N)
             return scale * _normalised(cov, self.var_a, self.var_b, biased=False)
         # hyppo_biased: H L H = (cx + cy) / 2 H S H, S the same-sample
         # indicator with its diagonal; tr(G H S H) from the group sums.
@@ -445,7 +451,8 @@ class _MMDStats:
         k = float(np.sum(self.full))
         s_k = nx * sx_k + ny * (k - sx_k)
         cov = 2 * (tx + ty) + self.diag_total - 2.0 / N * s_k + k * (nx * nx + ny * ny) / N ** 2
-        cov = cov * np.sign(self.cx + self.cy)
+        cov = cov * np.sign(self.cx + self.cy) * np.sign(float(self.G.max()))
+        cov = cov * np.sign(max(self.label_kernel))
         return scale * _normalised(cov, self.var_a, self.var_b, biased=True)
 
     def biased_statistic(self):
@@ -744,16 +751,19 @@ class _HSICStats:
         n = self.n
         T = 2.0 * out[:, 0]
         est = self.estimator
+        # hyppo's distances 1 - K / max(K) are -K / max(K) up to what the
+        # centring removes: a negative max flips the sign of the covariance.
+        sign = np.sign(self.k_max) * np.sign(self.l_max)
         if est in ("biased", "hyppo_biased"):
             cov = T + out[:, 1]          # n^2 HSIC_b = sum_ij Kc_ij L_pi(i)pi(j)
             if est == "biased":
                 return cov / n ** 2
-            return _normalised(cov, self.var_a, self.var_b, biased=True)
+            return _normalised(sign * cov, self.var_a, self.var_b, biased=True)
         cov = _ucentered(T, out[:, 2], out[:, 3], out[:, 4], self.at.sum(), self.a.sum(),
                          self.bt.sum(), self.b.sum(), n)
         if est == "unbiased":
             return cov / (n * (n - 3))
-        return _normalised(cov, self.var_a, self.var_b, biased=False)
+        return _normalised(sign * cov, self.var_a, self.var_b, biased=False)
 
     def gamma_null(self):
         """Gretton's hsicTestGamma.m, with the kernels' diagonal means for its 1s."""

@@ -221,6 +221,14 @@ def test_live_hyppo_statistics(tmp_path):
         h = Hsic(compute_kernel="rbf", gamma=0.25, bias=bias).statistic(X[:28], Y)
         assert hsic_test(X[:28], Y, gamma_x=0.25, gamma_y=0.25, estimator=est,
                          n_permutations=1).statistic == pytest.approx(h, rel=1e-8, abs=1e-8)
+        # A sigmoid Gram whose largest value is negative on one view only: hyppo's
+        # 1 - K / max(K) then flips the sign of that view.
+        Xs, Ys = 0.1 * X[:28], 5 * Y
+        h = Hsic(compute_kernel="sigmoid", gamma=0.05, coef0=-3.0, bias=bias).statistic(Xs, Ys)
+        kp = {"coef0": -3.0}
+        assert hsic_test(Xs, Ys, kernel_x="sigmoid", kernel_y="sigmoid", gamma_x=0.05,
+                         gamma_y=0.05, kernel_params_x=kp, kernel_params_y=kp, estimator=est,
+                         n_permutations=1).statistic == pytest.approx(h, rel=1e-8, abs=1e-8)
 
 
 # ---------------------------------------------------------------- kernlab kmmd
