@@ -62,7 +62,7 @@ Memory
 ``mmd_test`` stores the pooled Gram (N = m + n; N^2 values of the input
 dtype, float32 for float32 inputs); ``hsic_test`` stores HKH in the upper
 triangle and L in the strict lower triangle of one n x n buffer, computing
-L in row tiles of at most 2^18 values.  Besides that: O(N) vectors and the
+L in row tiles of at most 2^17 values.  Besides that: O(N) vectors and the
 permutations of one chunk (at most 2^18 int32 or uint8 values per array).
 """
 import math
@@ -74,7 +74,8 @@ import numpy as np
 from fastkern import _kstats
 from fastkern._kernel_api import check_kernel_param, kernel_gram, string_kernel_params
 from fastkern._threads import blas_limit
-from fastkern._validation import check_array_2d, check_int, check_n_threads, result_dtype
+from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
+                                  result_dtype)
 
 __all__ = ["MMDTestResult", "LinearMMDTestResult", "HSICTestResult",
            "mmd_test", "linear_mmd_test", "hsic_test"]
@@ -84,7 +85,7 @@ METHODS = ("permutation", "gamma")
 # Values in one chunk of permutations (int32 indices or uint8 labels) and in
 # one tile of L: bounded so that they stay small next to the N x N buffer.
 _CHUNK_VALUES = 1 << 18
-_TILE_VALUES = 1 << 18
+_TILE_VALUES = 1 << 17
 
 
 class MMDTestResult(NamedTuple):
@@ -202,7 +203,9 @@ def _gram_into(buf, A, kernel, params, n_threads):
     if G is not buf:
         np.copyto(buf, G)
         del G
-    if not np.isfinite(buf[np.diag_indices(buf.shape[0])]).all() or not np.isfinite(buf).all():
+    # _all_finite: a sum, then a chunked scan only if it is not finite (no N x N
+    # boolean temporary).
+    if not _all_finite(buf):
         raise ValueError("the kernel gave non-finite values (inf or NaN): choose a smaller "
                          "gamma or another kernel")
 
@@ -623,7 +626,7 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
     Notes
     -----
     Memory: one n x n buffer (HKH above the diagonal, L below), L computed
-    in row tiles of at most 2^18 values, O(n) vectors and one chunk of
+    in row tiles of at most 2^17 values, O(n) vectors and one chunk of
     permutations (at most 2 x 2^18 int32).
     """
     _check_kernel(kernel_x, "kernel_x")
@@ -709,7 +712,7 @@ class _HSICStats:
             T = kernel_gram(Y[r0:r1], Y, kernel=kernel_y, out=tile, n_threads=n_threads, **py)
             if T is not tile:
                 np.copyto(tile, T)
-            if not np.isfinite(tile).all():
+            if not _all_finite(tile):
                 raise ValueError("kernel_y gave non-finite values (inf or NaN): choose a "
                                  "smaller gamma_y or another kernel")
             self.l_max = max(self.l_max, float(tile.max()))
