@@ -114,6 +114,21 @@ def test_mmd_other_kernels(kernel, kp):
     assert r.statistic == pytest.approx(np_mmd(X, Y, kernel=kernel, **kp), rel=1e-10)
 
 
+def test_kernel_objects_and_callables():
+    X, Y = _data(30, 2, 60), _data(35, 2, 61, shift=0.2)
+    f = lambda a, b: np.exp(-0.3 * np.sum((a - b) ** 2))  # noqa: E731
+    k = fastkern.kernels.RBF(gamma=0.3)
+    ref = np_mmd(X, Y, gamma=0.3)
+    for kernel in (f, k):
+        assert mmd_test(X, Y, kernel=kernel, n_permutations=2).statistic == \
+            pytest.approx(ref, rel=1e-10)
+        assert linear_mmd_test(X, Y, kernel=kernel).statistic == \
+            pytest.approx(linear_mmd_test(X, Y, gamma=0.3).statistic, rel=1e-10)
+    K, L = _gram(X, X, gamma=0.3), _gram(Y[:30], Y[:30], gamma=0.3)
+    assert hsic_test(X, Y[:30], kernel_x=f, kernel_y=k, n_permutations=2).statistic == \
+        pytest.approx(np_hsic(K, L), rel=1e-9)
+
+
 @pytest.mark.parametrize("n", [4, 5, 31, 128, 257])
 @pytest.mark.parametrize("estimator", ["unbiased", "biased"])
 def test_hsic_statistic_matches_numpy(n, estimator):
