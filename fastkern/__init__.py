@@ -7,6 +7,7 @@ from fastkern.centering import KernelCenterer, center_gram
 from fastkern.decomposition import KernelPCA
 from fastkern.fda import KernelFDA
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
+from fastkern.kernel_tests import hsic_test, linear_mmd_test, mmd_test
 from fastkern.kernels import min_eigenvalue
 from fastkern.lowrank import estimate_gamma, incomplete_cholesky
 from fastkern.nystroem import Nystroem
@@ -50,10 +51,13 @@ __all__ = [
     "cosine_similarity",
     "estimate_gamma",
     "exponential_kernel",
+    "hsic_test",
     "incomplete_cholesky",
     "laplacian_kernel",
     "linear_kernel",
+    "linear_mmd_test",
     "min_eigenvalue",
+    "mmd_test",
     "pairwise_kernels",
     "polynomial_kernel",
     "rbf_kernel",

@@ -1,4 +1,4 @@
-"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca`` and ``bench``.
+"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca``, ``test`` and ``bench``.
 
 Every user error (unreadable file, missing column, non-numeric data, too few
 rows, bad option value, unwritable output path) ends the program with one line
@@ -987,6 +987,142 @@ def cmd_bench(args):
     return 0
 
 
+# ---------------------------------------------------------------- test
+
+
+def _gamma_option(text):
+    if text == "median":
+        return text
+    try:
+        return _positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number or 'median', got {text!r}") from None
+
+
+def _column_list(text):
+    items = [c.strip() for c in text.split(",")]
+    if not text.strip() or any(not c for c in items):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated column names or 0-based indices, got {text!r}")
+    return items
+
+
+def _columns(items, table, option, path):
+    """Indices of the named (or 0-based numbered) columns of a header-aware table."""
+    ncols = table.X.shape[1]
+    names = table.first_row if table.header else None
+    found = []
+    for item in items:
+        if names is not None and item in names:
+            index = names.index(item)
+        else:
+            index = int(item) if _INTEGER.fullmatch(item) else None
+            if index is None:
+                known = (f"; columns are {', '.join(names)}" if names is not None
+                         else f" (read with no header row, so columns are numbered 0 to "
+                              f"{ncols - 1}; pass --header if the first row names them)")
+                raise CLIError(f"{option}: column {item!r} not found in {path}{known}")
+            if not 0 <= index < ncols:
+                raise CLIError(f"{option}: column index {index} is out of range: {path} has "
+                               f"{ncols} columns (0 to {ncols - 1})")
+        if index in found:
+            raise CLIError(f"{option}: column {item!r} is given twice")
+        found.append(index)
+    return found
+
+
+def _test_lines(result, kind, args, gamma_note):
+    """The output: what was tested, the statistic, the p-value."""
+    if result.method == "gamma":
+        how = "Gamma approximation of the biased statistic's null"
+    else:
+        how = f"{args.permutations} permutations, seed {args.seed}"
+    return [f"statistic ({result.estimator} {kind}): {result.statistic:.10g}",
+            f"p-value: {result.pvalue:.6g} ({how})",
+            gamma_note]
+
+
+def _kernel_note(kernel, params, gamma_option):
+    if "gamma" not in params:
+        return f"kernel: {kernel}"
+    source = "median heuristic" if gamma_option == "median" else "given"
+    return f"kernel: {kernel}, gamma {params['gamma']:.6g} ({source})"
+
+
+def cmd_test(args):
+    from fastkern import _bench
+    from fastkern.kernel_tests import hsic_test, mmd_test
+
+    with _bench.blas_threads(args.threads):
+        if args.test == "mmd":
+            a = read_csv(args.data_x, None, args.header)
+            b = read_csv(args.data_y, None, args.header)
+            if a.X.shape[1] != b.X.shape[1]:
+                raise CLIError(f"{args.data_x} has {a.X.shape[1]} columns and {args.data_y} "
+                               f"has {b.X.shape[1]}: the two samples need the same columns")
+            result = mmd_test(a.X, b.X, kernel=args.kernel, gamma=args.gamma,
+                              estimator=args.estimator, method=args.method,
+                              n_permutations=args.permutations, random_state=args.seed,
+                              n_threads=args.threads)
+            head = (f"MMD two-sample test: {args.data_x} ({a.X.shape[0]} rows) vs "
+                    f"{args.data_y} ({b.X.shape[0]} rows), {a.X.shape[1]} columns")
+            note = _kernel_note(args.kernel, result.kernel_params, args.gamma)
+            lines = [head] + _test_lines(result, "MMD^2", args, note)
+        else:
+            table = read_csv(args.data, None, args.header)
+            if args.x_columns is None and args.y_columns is None:
+                raise CLIError("give --x-columns and/or --y-columns (the other view is the "
+                               "remaining columns)")
+            ncols = table.X.shape[1]
+            xs = (_columns(args.x_columns, table, "--x-columns", args.data)
+                  if args.x_columns is not None else None)
+            ys = (_columns(args.y_columns, table, "--y-columns", args.data)
+                  if args.y_columns is not None else None)
+            if xs is None:
+                xs = [j for j in range(ncols) if j not in ys]
+            if ys is None:
+                ys = [j for j in range(ncols) if j not in xs]
+            if set(xs) & set(ys):
+                raise CLIError("--x-columns and --y-columns share a column")
+            if not xs or not ys:
+                raise CLIError(f"{args.data} has no columns left for the "
+                               f"{'X' if not xs else 'Y'} view")
+            result = hsic_test(table.X[:, xs], table.X[:, ys], kernel_x=args.kernel,
+                               kernel_y=args.kernel, gamma_x=args.gamma, gamma_y=args.gamma,
+                               estimator=args.estimator, method=args.method,
+                               n_permutations=args.permutations, random_state=args.seed,
+                               n_threads=args.threads)
+            names = table.first_row if table.header else [f"x{j}" for j in range(ncols)]
+            head = (f"HSIC independence test: {args.data} ({table.X.shape[0]} rows), "
+                    f"X = {','.join(names[j] for j in xs)}, Y = {','.join(names[j] for j in ys)}")
+            note = "; ".join(f"{v} {_kernel_note(args.kernel, p, args.gamma)}" for v, p in
+                             (("X", result.kernel_params_x), ("Y", result.kernel_params_y)))
+            lines = [head] + _test_lines(result, "HSIC", args, note)
+    for line in lines:
+        print(line)
+    return 0
+
+
+TEST_DESCRIPTION = """\
+Kernel tests on CSV files (UTF-8, header row optional and detected as for
+kpca; --header/--no-header override it).
+
+  fastkern test mmd A.csv B.csv    two-sample test: do the rows of A and B
+                                   come from the same distribution?
+  fastkern test hsic DATA.csv --x-columns a,b --y-columns c
+                                   independence test between two groups of
+                                   columns (names or 0-based indices; either
+                                   option alone takes the other columns as
+                                   the other group)
+
+Prints what was tested, the statistic and its p-value. The columns are used
+as they are (no scaling); the RBF-type kernels take gamma from the median
+heuristic unless --gamma is given. P-values come from --permutations random
+permutations drawn from --seed (the same seed gives the same output) or,
+with --method gamma, from the Gamma approximation."""
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -1051,7 +1187,7 @@ def build_parser():
 
     parser = _Parser(prog="fastkern",
                      description="Fast kernel methods: kernel PCA, kernel SIR, kernel CCA, "
-                                 "benchmarks.")
+                                 "kernel tests, benchmarks.")
     from fastkern import __version__
 
     parser.add_argument("--version", action="version", version=f"fastkern {__version__}")
@@ -1154,6 +1290,49 @@ def build_parser():
     bench.add_argument("--plot", default=None, metavar="FILE",
                        help="plot time against N (log-log), one panel per task")
     bench.set_defaults(func=cmd_bench)
+
+    test = sub.add_parser(
+        "test", help="kernel two-sample (mmd) and independence (hsic) tests of CSV files",
+        description=TEST_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tests = test.add_subparsers(dest="test", metavar="TEST")
+    tests.required = True
+    test_common = _Parser(add_help=False)
+    test_common.add_argument("--kernel", default="rbf",
+                             choices=["rbf", "linear", "poly", "laplacian", "sigmoid",
+                                      "exponential"],
+                             help="kernel (default: rbf)")
+    test_common.add_argument("--gamma", type=_gamma_option, default="median", metavar="G",
+                             help="kernel coefficient, or 'median' for the median heuristic "
+                                  "1 / median squared distance (default: median)")
+    test_common.add_argument("--estimator", default="unbiased",
+                             choices=["unbiased", "biased", "hyppo", "hyppo_biased"],
+                             help="statistic (default: unbiased; hyppo: hyppo's normalised one)")
+    test_common.add_argument("--method", default="permutation", choices=["permutation", "gamma"],
+                             help="p-value by permutations or the Gamma approximation "
+                                  "(default: permutation)")
+    test_common.add_argument("--permutations", type=_positive_int, default=1000, metavar="B",
+                             help="number of permutations (default: 1000)")
+    test_common.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                             help="the first row names the columns (--header) or is data "
+                                  "(--no-header); default: detected")
+    mmd = tests.add_parser(
+        "mmd", parents=[common, seed, test_common], help="kernel two-sample test (MMD)",
+        description="Kernel two-sample test (MMD): do the rows of the two CSV files come from "
+                    "the same distribution? Both files need the same number of columns.")
+    mmd.add_argument("data_x", metavar="A.csv", help="first sample")
+    mmd.add_argument("data_y", metavar="B.csv", help="second sample")
+    mmd.set_defaults(func=cmd_test)
+    hsic = tests.add_parser(
+        "hsic", parents=[common, seed, test_common], help="kernel independence test (HSIC)",
+        description="Kernel independence test (HSIC) between two groups of columns of one CSV "
+                    "file, the same kernel on both.")
+    hsic.add_argument("data", metavar="DATA.csv", help="input CSV file")
+    hsic.add_argument("--x-columns", type=_column_list, default=None, metavar="C1,C2,...",
+                      help="columns of the first group (names or 0-based indices)")
+    hsic.add_argument("--y-columns", type=_column_list, default=None, metavar="C1,C2,...",
+                      help="columns of the second group (default: the columns not in "
+                           "--x-columns)")
+    hsic.set_defaults(func=cmd_test)
     return parser
 
 
@@ -1163,6 +1342,8 @@ def main(argv=None):
         parser = build_parser()
         args = parser.parse_args(argv)
         command = f"fastkern {args.command}"
+        if getattr(args, "test", None):
+            command += f" {args.test}"
         return args.func(args)
     except KeyboardInterrupt:
         # One line, no traceback; the outputs' temporary files are already
