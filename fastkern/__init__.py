@@ -11,14 +11,21 @@ from fastkern.kernels import min_eigenvalue
 from fastkern.lowrank import estimate_gamma, incomplete_cholesky
 from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
+    additive_chi2_kernel,
+    anova_kernel,
+    bessel_kernel,
+    chi2_kernel,
     cosine_similarity,
     exponential_kernel,
+    histogram_intersection_kernel,
     laplacian_kernel,
+    laplacian_l2_kernel,
     linear_kernel,
     pairwise_kernels,
     polynomial_kernel,
     rbf_kernel,
     sigmoid_kernel,
+    spline_kernel,
 )
 from fastkern.sir import KernelSIR, SlicedInverseRegression
 
@@ -32,13 +39,19 @@ __all__ = [
     "KernelSIR",
     "Nystroem",
     "SlicedInverseRegression",
+    "additive_chi2_kernel",
+    "anova_kernel",
+    "bessel_kernel",
     "center_gram",
+    "chi2_kernel",
     "config_info",
     "cosine_similarity",
     "estimate_gamma",
     "exponential_kernel",
+    "histogram_intersection_kernel",
     "incomplete_cholesky",
     "laplacian_kernel",
+    "laplacian_l2_kernel",
     "linear_kernel",
     "min_eigenvalue",
     "pairwise_kernels",
@@ -46,4 +59,5 @@ __all__ = [
     "rbf_kernel",
     "show_config",
     "sigmoid_kernel",
+    "spline_kernel",
 ]
