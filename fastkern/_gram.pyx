@@ -459,7 +459,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y
     # The BLAS path of every function of the Euclidean distance needs the centred rows.
-    cdef bint rbf_blas = (kind == K_RBF or kind == K_LAPLACIAN_L2 or kind == K_BESSEL) and not direct
+    cdef bint rbf_blas = not direct and (kind == K_RBF or kind == K_LAPLACIAN_L2
+                                         or kind == K_BESSEL)
     cdef const double[:, ::1] Xc = None
     cdef const double[:, ::1] Yc = None
     cdef const double[::1] xn = None
