@@ -33,14 +33,9 @@ import numpy as np
 
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
+from fastkern._stream cimport fk_store_fence, stream_tile
 from fastkern._gram import transposed
 
-cdef extern from "fk_stream.h" nogil:
-    void fk_stream_tile_d(const double *buf, Py_ssize_t ldb, double *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, double *scratch, int transpose)
-    void fk_stream_tile_f(const float *buf, Py_ssize_t ldb, float *K, Py_ssize_t ldk,
-                          Py_ssize_t bi, Py_ssize_t bj, float *scratch, int transpose)
-    void fk_store_fence()
 
 # The row loops are C (one function per precision, compiled per CPU family by
 # fk_maps.h's target_clones) so that GCC vectorises each feature's pass over
@@ -169,15 +164,6 @@ cdef void _mirror_diag(floating *T, Py_ssize_t ld, Py_ssize_t n) noexcept nogil:
                     T[j * ld + i] = T[i * ld + j]
 
 
-cdef inline void _stream(const floating *buf, Py_ssize_t ldb, floating *K, Py_ssize_t ldk,
-                         Py_ssize_t bi, Py_ssize_t bj, floating *scratch,
-                         bint transpose) noexcept nogil:
-    if floating is double:
-        fk_stream_tile_d(buf, ldb, K, ldk, bi, bj, scratch, transpose)
-    else:
-        fk_stream_tile_f(buf, ldb, K, ldk, bi, bj, scratch, transpose)
-
-
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double degree, bint symmetric, int n_threads):
     """Fill out with k(X, Y) for a feature-wise kernel code.
@@ -234,8 +220,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                       gamma, degree, diag)
                 if diag:
                     _mirror_diag(tbuf, bj, bj)
-                _stream(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
                 if symmetric and I != J:
-                    _stream(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                    stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
             fk_store_fence()
     return np.asarray(out)

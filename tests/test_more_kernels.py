@@ -499,6 +499,27 @@ def test_every_estimator_accepts_the_name(name, est):
                                    np.abs(pre.transform(K[:5])), rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_two_view_and_discriminant_estimators_accept_the_name(name):
+    # KernelFDA and KernelCCA by name against the same kernel as an object.
+    from fastkern import KernelCCA, KernelFDA
+
+    _, params, _, _ = KERNELS[name]
+    X = _data(name, 30, 3, seed=31)
+    y = (X[:, 0] > np.median(X[:, 0])).astype(int)
+    V = np.random.default_rng(32).normal(size=(30, 2))
+    kw = {k: v for k, v in params.items() if k in ("gamma", "degree")}
+    kp = {k: v for k, v in params.items() if k not in ("gamma", "degree")} or None
+    Z = KernelFDA(n_components=1, kernel=name, kernel_params=kp, **kw).fit(X, y).transform(X)
+    Zo = KernelFDA(n_components=1, kernel=OBJECTS[name]).fit(X, y).transform(X)
+    np.testing.assert_allclose(Z, Zo, rtol=1e-12, atol=1e-12)
+    c = KernelCCA(n_components=1, kernel=name, kernel_params=kp, kernel_y="linear",
+                  **kw).fit(X, V)
+    co = KernelCCA(n_components=1, kernel=OBJECTS[name], kernel_y="linear").fit(X, V)
+    np.testing.assert_allclose(c.canonical_correlations_, co.canonical_correlations_,
+                               rtol=1e-12)
+
+
 def test_kernel_pca_anova_readme_example():
     from fastkern import KernelPCA
 
