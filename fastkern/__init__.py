@@ -12,14 +12,21 @@ from fastkern.kernels import min_eigenvalue
 from fastkern.lowrank import estimate_gamma, incomplete_cholesky
 from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
+    additive_chi2_kernel,
+    anova_kernel,
+    bessel_kernel,
+    chi2_kernel,
     cosine_similarity,
     exponential_kernel,
+    histogram_intersection_kernel,
     laplacian_kernel,
+    laplacian_l2_kernel,
     linear_kernel,
     pairwise_kernels,
     polynomial_kernel,
     rbf_kernel,
     sigmoid_kernel,
+    spline_kernel,
 )
 from fastkern.sir import KernelSIR, SlicedInverseRegression
 from fastkern.structured import (AllSubstrings, BoundedRange, ExponentialDecay, Jaccard, MinMax,
@@ -46,14 +53,20 @@ __all__ = [
     "Subsequence",
     "Substring",
     "WeisfeilerLehman",
+    "additive_chi2_kernel",
+    "anova_kernel",
+    "bessel_kernel",
     "center_gram",
+    "chi2_kernel",
     "config_info",
     "cosine_similarity",
     "estimate_gamma",
     "exponential_kernel",
     "hsic_test",
+    "histogram_intersection_kernel",
     "incomplete_cholesky",
     "laplacian_kernel",
+    "laplacian_l2_kernel",
     "linear_kernel",
     "linear_mmd_test",
     "min_eigenvalue",
@@ -64,4 +77,5 @@ __all__ = [
     "show_config",
     "sigmoid_kernel",
     "stringdot",
+    "spline_kernel",
 ]

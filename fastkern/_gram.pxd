@@ -13,6 +13,11 @@ cdef enum:
     K_LAPLACIAN = 3
     K_SIGMOID = 4
     K_EXPONENTIAL = 5
+    # Functions of the Euclidean distance, computed from the RBF path's squared
+    # distances (not in pairwise.KERNEL_CODES: dense Gram only, no sparse or
+    # matrix-free loop).
+    K_LAPLACIAN_L2 = 6
+    K_BESSEL = 7
 
 cdef struct KernelSpec:
     int kind
@@ -21,6 +26,8 @@ cdef struct KernelSpec:
     double degree
     long idegree      # degree as an integer when it is one, else 0
     bint direct       # fused distance loop (narrow data) instead of BLAS inner products
+    double order      # Bessel: the order nu of J_nu
+    double lognorm    # Bessel: log(Gamma(nu + 1) 2^nu), which makes k(x, x) = 1
 
 cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
                           bint direct) noexcept nogil

@@ -10,6 +10,11 @@ stays in cache:
   features with Y transposed (features x rows) so the inner loop runs over
   contiguous columns and vectorises, followed by the vectorised exp.
 
+The Euclidean Laplacian exp(-gamma |x - y|) and kernlab's Bessel kernel are
+functions of the distance: they take the RBF kernel's squared distances, on
+either path with its safeguards below, and map them (sqrt, then the exp or
+the Bessel function) in the tile instead of exp(-gamma d2).
+
 The finished tile is written to K with streaming stores (src/fk_stream.h).
 When Y is X only tiles on and above the diagonal are computed; each is
 transposed in the cache and streamed to its mirror position, which makes K
@@ -60,7 +65,8 @@ scikit-learn against an exact (long double) reference, over offsets up to
 """
 from cpython.exc cimport PyErr_CheckSignals
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp
+from libc.math cimport exp, fabs, log, lgamma, pow, sqrt
+from scipy.special.cython_special cimport jv
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
@@ -136,7 +142,76 @@ cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
     # Integer degrees up to 64 use repeated squaring (vectorised); others pow().
     spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
     spec.direct = direct
+    spec.order = 0.0
+    spec.lognorm = 0.0
     return spec
+
+
+cdef inline double _bessel(double r, const KernelSpec *spec) noexcept nogil:
+    """Gamma(nu + 1) (2 / r)^nu J_nu(r), which is 1 at r = 0 (kernlab's besseldot
+    divided by its limit), to the power degree.
+
+    Up to r^2 / 4 = nu + 1 the power series in -r^2 / 4: its terms then fall
+    at least as fast as those of e^1 and the sum is positive (J_nu's first zero
+    lies beyond 2 sqrt(nu + 1)), so it is accurate to a few ulp and exact at
+    r = 0, where J_nu(r) r^-nu is 0 * inf.  kernlab instead returns the limit
+    itself for r < 1e-4 (a relative error up to 2.5e-9 / (nu + 1)).  Beyond,
+    J_nu(r) times the factor in logarithms (for nu <= 100 neither underflows
+    nor overflows there).
+    """
+    cdef double nu = spec.order, q, term, s
+    cdef int k
+    if r * r <= 4.0 * (nu + 1.0):
+        q = -0.25 * r * r
+        term = 1.0
+        s = 1.0
+        for k in range(1, 200):
+            term = term * q / (k * (nu + k))
+            s = s + term
+            if fabs(term) < 1e-18:
+                break
+    else:
+        s = jv(nu, r) * exp(spec.lognorm - nu * log(r))
+    if spec.degree != 1.0:
+        s = pow(s, spec.degree)
+    return s
+
+
+cdef inline void _map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """Squared Euclidean distances -> Laplacian (L2) or Bessel kernel values, in place."""
+    cdef Py_ssize_t j
+    for j in range(n):
+        g[j] = sqrt(g[j])
+    if spec.kind == K_LAPLACIAN_L2:
+        fk_vexp_d(g, n, -spec.gamma)
+    else:
+        for j in range(n):
+            g[j] = _bessel(spec.gamma * g[j], spec)
+
+
+cdef inline void _map_dist_f(float *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """_map_dist for the float32 distances of the direct path."""
+    cdef Py_ssize_t j
+    for j in range(n):
+        g[j] = sqrt(g[j])
+    if spec.kind == K_LAPLACIAN_L2:
+        fk_vexp_f(g, n, <float> -spec.gamma)
+    else:
+        for j in range(n):
+            g[j] = <float> _bessel(spec.gamma * g[j], spec)
+
+
+cdef inline void _sqdist_from_dot(double *g, const double *yn, double xn,
+                                  Py_ssize_t n) noexcept nogil:
+    """g[j] = |x|^2 + |y_j|^2 - 2 g[j], or -1 where that cancelled (the rule of
+    fk_rbf_dot: below FK_RECOMPUTE of |x|^2 + |y_j|^2), for the caller to
+    recompute directly."""
+    cdef Py_ssize_t j
+    cdef double s, d2
+    for j in range(n):
+        s = xn + yn[j]
+        d2 = s - 2.0 * g[j]
+        g[j] = -1.0 if d2 < s * (1.0 / 16) else d2
 
 
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
@@ -175,10 +250,16 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             else:
                 if floating is double:
                     fk_sqdist_row_d(X + i * d, Yt + j0, ldyt, d, bj - j0, row)
-                    fk_vexp_d(row, bj - j0, scale)
+                    if spec.kind == K_RBF:
+                        fk_vexp_d(row, bj - j0, scale)
+                    else:
+                        _map_dist(row, bj - j0, spec)
                 else:
                     fk_sqdist_row_f(X + i * d, Yt + j0, ldyt, d, bj - j0, row)
-                    fk_vexp_f(row, bj - j0, <float> scale)
+                    if spec.kind == K_RBF:
+                        fk_vexp_f(row, bj - j0, <float> scale)
+                    else:
+                        _map_dist_f(row, bj - j0, spec)
         return
     if spec.kind == K_RBF:
         # float64 gemm of the centred rows whatever the data's precision.
@@ -202,6 +283,27 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             # |x|^2 - 2 x.x + |x|^2 need not be exactly 0.
             for i in range(bi):
                 out[i * ldo + i] = 1
+        return
+    if spec.kind == K_LAPLACIAN_L2 or spec.kind == K_BESSEL:
+        # The RBF path's squared distances (same centring and recomputation),
+        # then the kernel's function of the distance, in float64.
+        if floating is double:
+            G = out
+        else:
+            G = dtile
+        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+        for i in range(bi):
+            _sqdist_from_dot(G + i * ldo, yn, xn[i], bj)
+            for j in range(bj):
+                if G[i * ldo + j] < 0:
+                    G[i * ldo + j] = _sqdist(X + i * d, Y + j * d, d)
+            if diag:
+                G[i * ldo + i] = 0.0
+            _map_dist(G + i * ldo, bj, spec)
+            if floating is float:
+                row = out + i * ldo
+                for j in range(bj):
+                    row[j] = <float> G[i * ldo + j]
         return
     _gemm_nt(X, Y, out, <int> bi, <int> bj, <int> d, <int> ldo)
     for i in range(bi):
@@ -332,10 +434,11 @@ def transposed(const floating[:, ::1] Y, int n_threads):
 
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
-         bint direct, int n_threads):
+         bint direct, int n_threads, double order=0.0):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
-    symmetric means Y is X; direct selects the fused distance loop.
+    symmetric means Y is X; direct selects the fused distance loop; order is
+    the Bessel kernel's nu (0 <= nu <= 100).
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
@@ -350,10 +453,14 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef floating *tbuf
     cdef floating *tscr
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
+    spec.order = order
+    spec.lognorm = lgamma(order + 1.0) + order * log(2.0)
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y
-    cdef bint rbf_blas = kind == K_RBF and not direct
+    # The BLAS path of every function of the Euclidean distance needs the centred rows.
+    cdef bint rbf_blas = not direct and (kind == K_RBF or kind == K_LAPLACIAN_L2
+                                         or kind == K_BESSEL)
     cdef const double[:, ::1] Xc = None
     cdef const double[:, ::1] Yc = None
     cdef const double[::1] xn = None

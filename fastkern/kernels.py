@@ -24,6 +24,13 @@ __all__ = [
     "Laplacian",
     "Sigmoid",
     "Exponential",
+    "LaplacianL2",
+    "Anova",
+    "Bessel",
+    "Spline",
+    "Chi2",
+    "AdditiveChi2",
+    "HistogramIntersection",
     "Sum",
     "Product",
     "Scaled",
@@ -97,12 +104,19 @@ class Kernel:
         return hash((type(self).__name__, repr(self)))
 
 
-class _Base(Kernel):
+class _Named(Kernel):
+    """A kernel computed by ``pairwise_kernels(metric=self._metric, **self._params())``."""
+
     _metric = None
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         return _pw.pairwise_kernels(X, Y, metric=self._metric, out=out,
                                     n_threads=n_threads, **self._params())
+
+
+class _Base(_Named):
+    """A named kernel of ``pairwise.KERNEL_CODES``: every tile loop has it, the
+    matrix-free (fastkern.large_n) and sparse ones too."""
 
 
 class Linear(_Base):
@@ -155,6 +169,106 @@ class Exponential(_GammaKernel):
     """k(x, y) = exp(gamma <x, y>); gamma=None means 1/n_features."""
 
     _metric = "exponential"
+
+
+class LaplacianL2(_Named):
+    """k(x, y) = exp(-gamma ||x - y||_2), kernlab's laplacedot (sigma = gamma).
+
+    gamma=None means 1/n_features.  See ``fastkern.pairwise.laplacian_l2_kernel``.
+    """
+
+    _metric = "laplacian_l2"
+
+    def __init__(self, gamma=None):
+        self.gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False, allow_none=True)
+
+    def _params(self):
+        return {"gamma": self.gamma}
+
+
+def _check_integer_degree(degree):
+    if isinstance(degree, bool) or not isinstance(degree, numbers.Integral) or degree < 1:
+        raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+    return int(degree)
+
+
+class Anova(_Named):
+    """k(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree, kernlab's anovadot (sigma = gamma).
+
+    Positive definite: a sum of Gaussian kernels of one feature each, raised to
+    an integer power.  See ``fastkern.pairwise.anova_kernel``.
+    """
+
+    _metric = "anova"
+
+    def __init__(self, gamma=1.0, degree=1):
+        self.gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False)
+        self.degree = _check_integer_degree(degree)
+
+    def _params(self):
+        return {"gamma": self.gamma, "degree": self.degree}
+
+
+class Bessel(_Named):
+    """k(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, r = gamma ||x - y||, nu = order:
+    kernlab's besseldot(sigma = gamma, order, degree).
+
+    Positive definite on R^d only when order >= d / 2 - 1 (with fewer, for
+    instance kernlab's default order 1 on more than 4 features, Gram matrices
+    can be indefinite: check with ``fastkern.min_eigenvalue``).  See
+    ``fastkern.pairwise.bessel_kernel``.
+    """
+
+    _metric = "bessel"
+
+    def __init__(self, gamma=1.0, order=1, degree=1):
+        self.gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False)
+        self.order = check_real(order, "order", low=0.0)
+        if self.order > _pw.MAX_BESSEL_ORDER:
+            raise ValueError(f"order must be <= {_pw.MAX_BESSEL_ORDER:g}, got {order}")
+        self.degree = _check_integer_degree(degree)
+
+    def _params(self):
+        return {"gamma": self.gamma, "order": self.order, "degree": self.degree}
+
+
+class Spline(_Named):
+    """kernlab's splinedot: a product over features of the infinite linear spline
+    kernel, positive definite on non-negative data.  See
+    ``fastkern.pairwise.spline_kernel``."""
+
+    _metric = "spline"
+
+
+class Chi2(_Named):
+    """k(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)) on non-negative data,
+    as scikit-learn's chi2_kernel (positive definite)."""
+
+    _metric = "chi2"
+
+    def __init__(self, gamma=1.0):
+        self.gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False)
+
+    def _params(self):
+        return {"gamma": self.gamma}
+
+
+class AdditiveChi2(_Named):
+    """k(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k), as scikit-learn's additive_chi2_kernel.
+
+    Only conditionally positive definite (the negative of a distance): its Gram
+    matrices have negative eigenvalues, and compositions do not make it
+    positive definite (``Chi2`` is the exponentiated, positive definite form).
+    Offered for compatibility with scikit-learn.
+    """
+
+    _metric = "additive_chi2"
+
+
+class HistogramIntersection(_Named):
+    """k(x, y) = sum_k min(x_k, y_k) on non-negative data (positive definite)."""
+
+    _metric = "histogram_intersection"
 
 
 class Sigmoid(_Base):
