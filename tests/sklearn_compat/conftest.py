@@ -35,7 +35,7 @@ COPIES = HERE / "_copies"
 # scikit-learn module -> {name: fastkern module it comes from}
 _PAIRWISE = {name: "fastkern" for name in (
     "pairwise_kernels", "rbf_kernel", "polynomial_kernel", "linear_kernel", "cosine_similarity",
-    "laplacian_kernel", "sigmoid_kernel")}
+    "laplacian_kernel", "sigmoid_kernel", "chi2_kernel", "additive_chi2_kernel")}
 REPLACED = {
     "sklearn.decomposition": {"KernelPCA": "fastkern"},
     "sklearn.kernel_ridge": {"KernelRidge": "fastkern"},
