@@ -13,7 +13,10 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from fastkern import _inchol
-from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern import kernels
+from fastkern._kernel_api import (
+    check_kernel_param, kernel_gram, resolve_gamma, string_kernel_params,
+)
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -74,18 +77,38 @@ def _diagonal(X, params):
     return diag
 
 
+def _direct_kernel(kernel, gamma, kernel_params, n_features):
+    """(kind, gamma) when the kernel column is computed in the pivot step itself
+    (RBF and Laplacian, as strings or fastkern kernel objects), else None."""
+    if isinstance(kernel, str) and kernel in ("rbf", "laplacian"):
+        gamma = string_kernel_params(kernel, gamma=gamma, kernel_params=kernel_params).get(
+            "gamma")
+        kind = _inchol.RBF if kernel == "rbf" else _inchol.LAPLACIAN
+    elif type(kernel) in (kernels.RBF, kernels.Laplacian):
+        gamma = kernel.gamma
+        kind = _inchol.RBF if type(kernel) is kernels.RBF else _inchol.LAPLACIAN
+    else:
+        return None
+    gamma = 1.0 / n_features if gamma is None else check_real(gamma, "gamma", low=0.0)
+    return kind, gamma
+
+
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
                         kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
     """Pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
 
     Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
     the largest residual diagonal r_p (the first such row on ties), computes
-    the kernel column K[:, p] with fastkern's Gram code, and appends
+    the kernel column K[:, p], and appends
 
         G[:, k] = (K[:, p] - G[:, :k] G[p, :k]^T) / sqrt(r_p),
 
-    then r -= G[:, k]^2.  K itself is never formed: memory is n x rank for G
-    plus O(n) (the kernel column is computed in place in G's storage).
+    then r -= G[:, k]^2.  K itself is never formed.  For the RBF and
+    Laplacian kernels one parallel pass per pivot computes the kernel column
+    from direct differences x_i - x_p (no cancellation whatever the data's
+    offset), the update, the residuals and the next pivot; other kernels
+    compute the column with fastkern's Gram code first.  Memory: n x rank for
+    G, plus a transposed copy of X (n x d, RBF/Laplacian) and O(n).
 
     Stopping rule (kernlab's, so that ranks and pivots agree with it): before
     each step the largest residual diagonal max_i r_i is compared with
@@ -107,7 +130,9 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     kernel : a fastkern string kernel ("rbf", "laplacian", "linear", "poly",
         "sigmoid", "exponential"), a fastkern kernel object or a callable,
         with gamma / degree / coef0 / kernel_params as the estimators take
-        them (gamma=None is 1 / n_features).  "precomputed" is refused.
+        them (gamma=None is 1 / n_features; "scale" and "median" as the
+        estimators: 1 / (n_features X.var()) and the median heuristic of
+        :func:`estimate_gamma`).  "precomputed" is refused.
     tol : float >= 0, the bound on the largest residual diagonal.
     max_rank : int >= 1 or None (n); values above n mean n.
     n_threads : None (OpenMP's default) or a positive int.  The result does
@@ -116,21 +141,31 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     Returns
     -------
     IncompleteCholesky (G, pivots, residual_trace, max_residual).
-    Ctrl-C is honoured between pivots and within a long update.
+    Ctrl-C is honoured between pivots and within a long step.
     """
     _check_kernel(kernel)
     X = check_array_2d(X, "X")
-    n = X.shape[0]
+    n, d = X.shape
     tol = check_real(tol, "tol", low=0.0)
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
     max_rank = n if max_rank is None else min(max_rank, n)
     n_threads = check_n_threads(n_threads)
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = np.ascontiguousarray(X, dtype=dtype)
+    gamma = resolve_gamma(gamma, X, kernel)
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                   kernel_params=kernel_params)
+    direct = _direct_kernel(kernel, gamma, kernel_params, d)
 
-    resid = _diagonal(X, params)
+    if direct is not None:
+        # exp(-gamma * 0) on the diagonal.
+        kind, direct_gamma = direct
+        resid = np.ones(n)
+        Xt = np.ascontiguousarray(X.T)
+    else:
+        kind, direct_gamma = _inchol.GIVEN, 0.0
+        resid = _diagonal(X, params)
+        Xt = np.empty((0, 0), dtype=dtype)
     if not np.all(np.isfinite(resid)):
         raise ValueError("the kernel's diagonal k(x, x) is not finite for some rows of X "
                          "(e.g. an exponential kernel overflowing): choose a smaller gamma")
@@ -142,13 +177,13 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     capacity = max_rank if max_rank <= 64 or max_rank < n else min(64, n)
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
-    column_threads = n_threads if n * X.shape[1] >= PARALLEL_COLUMN_WORK else 1
+    column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
     batch = 0
     k = 0
+    p = int(np.argmax(resid))
+    top = float(resid[p])
+    trace = float(np.sum(resid))
     while True:
-        p = int(np.argmax(resid))
-        top = float(resid[p])
-        trace = float(np.sum(resid))
         if not (math.isfinite(top) and math.isfinite(trace)):
             raise ValueError("the kernel returned values that are not finite")
         maxima.append(top)
@@ -158,16 +193,16 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if k == capacity:
             capacity = min(2 * capacity, max_rank)
             Gt.resize((capacity, n), refcheck=False)
-        # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
-        # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
-        kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n), **params)
-        tau = math.sqrt(top)
+        if kind == _inchol.GIVEN:
+            # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
+            # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
+            kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n),
+                        **params)
         gp = np.array(Gt[:k, p], dtype=np.float64)
-        batch = _inchol.update(Gt, k, gp, tau, resid, n_threads, batch)
-        # Exact values for the pivot itself: its residual is 0 by construction.
-        Gt[k, p] = tau
-        resid[p] = 0.0
+        batch, p_next, top, trace = _inchol.step(Gt, k, p, gp, math.sqrt(top), resid, X, Xt,
+                                                 kind, direct_gamma, n_threads, batch)
         pivots.append(p)
+        p = int(p_next)
         k += 1
     if k < capacity:
         Gt.resize((k, n), refcheck=False)
@@ -202,7 +237,10 @@ def _sq_dists(X, i, j):
     out = np.empty(len(i))
     for s in range(0, len(i), PAIR_CHUNK):
         diff = X[i[s:s + PAIR_CHUNK]] - X[j[s:s + PAIR_CHUNK]]
-        np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
+        if hasattr(diff, "multiply"):  # scipy sparse rows
+            out[s:s + PAIR_CHUNK] = np.asarray(diff.multiply(diff).sum(axis=1)).ravel()
+        else:
+            np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
     return out
 
 
@@ -289,11 +327,28 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
         i = rng.randint(n, size=m)
         j = rng.randint(n, size=m)
     else:
-        total = n * (n - 1) // 2
-        m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
-        if m >= total:
-            i, j = np.triu_indices(n, k=1)
-        else:
-            i = rng.randint(n, size=m)
-            j = (i + 1 + rng.randint(n - 1, size=m)) % n
+        i, j = _median_pairs(n, n_pairs, rng)
     return _from_distances(_sq_dists(X, i, j))
+
+
+def _median_pairs(n, n_pairs, rng):
+    """The pairs of the median heuristic (see estimate_gamma)."""
+    total = n * (n - 1) // 2
+    m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
+    if m >= total:
+        return np.triu_indices(n, k=1)
+    i = rng.randint(n, size=m)
+    return i, (i + 1 + rng.randint(n - 1, size=m)) % n
+
+
+def median_gamma(X):
+    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
+    .gamma``, for dense or scipy sparse X (validated by the caller)."""
+    if not hasattr(X, "tocsr"):
+        return estimate_gamma(X, "median", random_state=0).gamma
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
+    X = X.tocsr().astype(np.float64)
+    i, j = _median_pairs(n, None, check_random_state(0))
+    return _from_distances(_sq_dists(X, i, j)).gamma
