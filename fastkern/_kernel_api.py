@@ -120,6 +120,9 @@ def resolve_gamma(gamma, X, kernel="rbf"):
         else:
             var = np.asarray(X).var(dtype=np.float64)
         return 1.0 / (n_features * var) if var > 0 else 1.0
+    if X.shape[0] < 2:
+        # scikit-learn's checks recognise the "1 sample" wording.
+        raise ValueError("gamma='median' needs at least 2 samples, got 1 sample")
     from fastkern.lowrank import median_gamma
 
     return median_gamma(X)

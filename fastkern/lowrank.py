@@ -10,6 +10,7 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
+from scipy import linalg
 from sklearn.utils import check_random_state
 
 from fastkern import _inchol
@@ -208,6 +209,22 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         Gt.resize((k, n), refcheck=False)
     return IncompleteCholesky(Gt.T, np.asarray(pivots, dtype=np.intp),
                               np.asarray(traces), np.asarray(maxima))
+
+
+def pivot_features(K_cross, L):
+    """Rows of an incomplete Cholesky factor for new points: the Nystroem map on the pivots.
+
+    K_cross = k(X_new, X[pivots]) (m x r) and L = G[pivots] (r x r, lower
+    triangular up to rounding: a pivot's residual is 0 in later columns).
+    Returns g (m x r) solving L g(x)^T = k(X[pivots], x); since G G^T
+    reproduces K on the pivot columns, G = K[:, pivots] L^-T, so on training
+    points g gives back the rows of G, and g(x) g(y)^T is the Nystroem
+    approximation k_P(x) K_PP^-1 k_P(y).
+    """
+    K_cross = np.asarray(K_cross, dtype=np.float64)
+    if L.shape[0] == 0:
+        return np.zeros((K_cross.shape[0], 0))
+    return linalg.solve_triangular(L, K_cross.T, lower=True, check_finite=False).T
 
 
 # ---------------------------------------------------------------- gamma estimates
