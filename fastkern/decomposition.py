@@ -122,6 +122,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         G for training points, so transform(X_train) = fit_transform(X_train).
         Cost O(n r^2) time and O(n r) memory (r the rank reached); transform
         O(r d + r^2) per point.  Components beyond the rank have eigenvalue 0.
+        The kernel must be positive semi-definite (not sigmoid in general):
+        the factorisation stops at the first non-positive residual.
         "auto": "matrix-free" when the dense Gram would exceed
         ``memory_budget`` (not for precomputed, cosine or sparse X).  Otherwise
         never slower than scikit-learn's choice ("arpack" for more than 200
@@ -553,7 +555,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # The incomplete Cholesky factor is computed from dense X only.
+        tags.input_tags.sparse = self.eigen_solver != "incomplete_cholesky"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self._precomputed
         return tags
