@@ -309,8 +309,10 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         How the reduced problem's basis points are chosen.  "random": n_basis
         rows drawn within each slice in proportion to its size.
         "incomplete_cholesky": the pivots of ``fastkern.incomplete_cholesky(X,
-        tol=ichol_tol, max_rank=n_basis)`` (n_basis=None: as many as tol
-        needs; dense X, not "precomputed"), deterministic; their Nystroem
+        tol=ichol_tol, max_rank=n_basis)`` (n_basis is then a largest rank,
+        values above n_samples mean n_samples; None: as many as tol needs;
+        components beyond the rank reached are zero; dense X, not
+        "precomputed"), deterministic; their Nystroem
         features span the same space as the factor G (K(X, B) K(B, B)^-1 K(B, X)
         = G G^T), so this is SIR on the incomplete Cholesky approximation of K.
     ichol_tol : float >= 0, default=1e-6
@@ -395,7 +397,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         n_threads = check_n_threads(self.n_threads)
         blas = self.n_threads if self.n_threads is None else n_threads
-        if self.n_basis is not None:
+        if self.n_basis is not None and self.basis == "random":
             m = check_int(self.n_basis, "n_basis", 1)
             if m > n:
                 raise ValueError(f"n_basis={m} must be <= n_samples={n}")
@@ -559,5 +561,6 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.pairwise = self._precomputed()
-        tags.input_tags.sparse = True
+        # The incomplete Cholesky basis is computed from dense X only.
+        tags.input_tags.sparse = self.basis != "incomplete_cholesky"
         return tags
