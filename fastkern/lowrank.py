@@ -6,6 +6,7 @@ chosen pivots, never forming K (O(n rank) memory, O(n rank^2) time).
 distances: the median heuristic, or kernlab's ``sigest``.
 """
 import math
+import time
 import warnings
 from typing import NamedTuple
 
@@ -35,6 +36,44 @@ ROUNDING = 4.0
 # Kernel columns of fewer multiply-adds (n * d) than this are computed on one
 # thread: they take less time than starting and joining a parallel region.
 PARALLEL_COLUMN_WORK = 1 << 18
+# Every PROBE_EVERY steps the thread count not in use is timed again (see
+# _ThreadChooser).
+PROBE_EVERY = 16
+
+
+class _ThreadChooser:
+    """Runs each pivot step on 1 or n_threads threads, whichever was faster lately.
+
+    A step is one parallel region of a few milliseconds; on a shared machine a
+    region waits for its slowest thread, and a descheduled one costs a time
+    slice (measured on the 2-core machine under load 10: 2 threads took twice
+    as long as 1).  The result does not depend on the thread count, so it
+    can follow the machine: seconds per unit of work (n x (k + d)) are kept
+    for both counts (the incumbent's averaged, alpha 0.25) and the other
+    count is re-timed every PROBE_EVERY steps.
+    """
+
+    def __init__(self, n_threads):
+        self.options = (n_threads, 1) if n_threads > 1 else (1,)
+        self.rate = {}
+        self.batch = dict.fromkeys(self.options, 0)
+        self.current = self.options[0]
+
+    def pick(self, k):
+        untried = [t for t in self.options if t not in self.rate]
+        if untried:
+            return untried[0]
+        best = min(self.options, key=self.rate.__getitem__)
+        if len(self.options) > 1 and k % PROBE_EVERY == 0:
+            return self.options[1] if best == self.options[0] else self.options[0]
+        return best
+
+    def record(self, threads, seconds, work):
+        rate = seconds / work
+        old = self.rate.get(threads)
+        best = min(self.rate.values()) if self.rate else None
+        # The incumbent is averaged; a probe replaces the other's value.
+        self.rate[threads] = rate if old is None or old != best else 0.75 * old + 0.25 * rate
 
 
 class IncompleteCholesky(NamedTuple):
@@ -136,8 +175,11 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         :func:`estimate_gamma`).  "precomputed" is refused.
     tol : float >= 0, the bound on the largest residual diagonal.
     max_rank : int >= 1 or None (n); values above n mean n.
-    n_threads : None (OpenMP's default) or a positive int.  The result does
-        not depend on it.
+    n_threads : None (OpenMP's default) or a positive int, the most threads
+        used.  Each pivot step runs on 1 or n_threads threads, whichever has
+        been faster per unit of work on recent steps (both re-timed as it
+        goes): on a loaded machine a parallel step can be slower than a
+        serial one.  The result does not depend on the thread count.
 
     Returns
     -------
@@ -179,7 +221,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
     column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
-    batch = 0
+    chooser = _ThreadChooser(n_threads)
     k = 0
     p = int(np.argmax(resid))
     top = float(resid[p])
@@ -200,8 +242,12 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
             kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n),
                         **params)
         gp = np.array(Gt[:k, p], dtype=np.float64)
-        batch, p_next, top, trace = _inchol.step(Gt, k, p, gp, math.sqrt(top), resid, X, Xt,
-                                                 kind, direct_gamma, n_threads, batch)
+        threads = chooser.pick(k)
+        start = time.perf_counter()
+        chooser.batch[threads], p_next, top, trace = _inchol.step(
+            Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, direct_gamma, threads,
+            chooser.batch[threads])
+        chooser.record(threads, time.perf_counter() - start, n * (k + d))
         pivots.append(p)
         p = int(p_next)
         k += 1
