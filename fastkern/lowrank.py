@@ -1,7 +1,10 @@
 """Low-rank kernel tools: pivoted incomplete Cholesky and kernel width estimates.
 
 ``incomplete_cholesky`` factors K ~ G G^T from the columns of K at greedily
-chosen pivots, never forming K (O(n rank) memory, O(n rank^2) time).
+chosen pivots, never forming K (O(n rank) memory, plus a transposed copy of X
+for RBF/Laplacian; O(n rank^2) time).  ``pivot_features`` extends the factor to
+new points (the Nystroem map on the pivots), as the estimators' low-rank
+solvers use it.
 ``estimate_gamma`` picks an RBF ``gamma`` from the distribution of squared
 distances: the median heuristic, or kernlab's ``sigest``.
 """
