@@ -309,7 +309,7 @@ def _params(est):
     from fastkern._kernel_api import check_kernel_param
 
     check_kernel_param(est.kernel)
-    return {"kernel": est.kernel, "gamma": est.gamma, "degree": est.degree,
+    return {"kernel": est.kernel, "gamma": est._fit_gamma, "degree": est.degree,
             "coef0": est.coef0, "kernel_params": est.kernel_params}
 
 

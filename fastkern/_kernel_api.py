@@ -76,16 +76,70 @@ def gram_dtype(X):
     return np.float32 if dtype == np.float32 else np.float64
 
 
+#: The data-dependent values ``gamma`` may take (see :func:`resolve_gamma`).
+GAMMA_STRINGS = ("scale", "median")
+
+
+def takes_gamma(kernel):
+    """True if the estimators' ``gamma`` parameter reaches `kernel` (a string kernel
+    with a gamma; kernel objects carry their own, callables take kernel_params)."""
+    return isinstance(kernel, str) and "gamma" in KERNEL_PARAM_NAMES.get(kernel, ())
+
+
+def resolve_gamma(gamma, X, kernel="rbf"):
+    """The numeric ``gamma`` an estimator uses, from its parameter and the training X.
+
+    Resolved once, at fit (estimators store it as ``gamma_`` and use it for
+    transform/predict):
+
+    * a number or None: returned as is (None keeps each kernel's default);
+    * "scale": 1 / (n_features * X.var()), X.var() over all entries (as
+      scikit-learn's SVC; 1.0 when X is constant);
+    * "median": the median heuristic on X,
+      ``fastkern.estimate_gamma(X, "median", random_state=0).gamma`` (every pair
+      of rows up to 1,414 rows, else 1,000,000 pairs drawn with a fixed seed, so a
+      fit is reproducible).
+
+    For a kernel that does not take gamma (linear, precomputed, callables, kernel
+    objects) a string resolves to None, which such kernels ignore.  X may be dense
+    or scipy sparse.
+    """
+    if not isinstance(gamma, str):
+        return gamma
+    if gamma not in GAMMA_STRINGS:
+        raise ValueError(f"gamma must be a non-negative number, None, 'scale' or 'median', "
+                         f"got {gamma!r}")
+    if not takes_gamma(kernel):
+        return None
+    n_features = X.shape[1]
+    if gamma == "scale":
+        if hasattr(X, "tocsr"):
+            X = X.tocsr()
+            mean = X.sum(dtype=np.float64) / (X.shape[0] * n_features)
+            var = X.multiply(X).sum(dtype=np.float64) / (X.shape[0] * n_features) - mean ** 2
+        else:
+            var = np.asarray(X).var(dtype=np.float64)
+        return 1.0 / (n_features * var) if var > 0 else 1.0
+    if X.shape[0] < 2:
+        # scikit-learn's checks recognise the "1 sample" wording.
+        raise ValueError("gamma='median' needs at least 2 samples, got 1 sample")
+    from fastkern.lowrank import median_gamma
+
+    return median_gamma(X)
+
+
 def kernel_constraints():
     """``_parameter_constraints`` entries of the kernel parameters (scikit-learn's, widened
-    to fastkern's kernel names; a fastkern kernel object is a callable)."""
+    to fastkern's kernel names and gamma's "scale"/"median"; a fastkern kernel object
+    is a callable)."""
     from numbers import Real
 
     from sklearn.utils._param_validation import Interval, StrOptions
 
     return {
         "kernel": [StrOptions(set(STRING_KERNELS)), callable],
-        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "gamma": [Interval(Real, 0, None, closed="left"), StrOptions(set(GAMMA_STRINGS)),
+                  None],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],

@@ -79,7 +79,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import STRING_KERNELS, kernel_constraints, kernel_gram
+from fastkern._kernel_api import STRING_KERNELS, kernel_constraints, kernel_gram, resolve_gamma
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
@@ -104,6 +104,8 @@ def _view_params(est, view):
             value = getattr(est, f"{name}_y")
             if value is not None:
                 params[name] = value
+    # gamma="scale"/"median" resolved on each view's training data by fit.
+    params["gamma"] = getattr(est, "_fit_gammas", {}).get(view, params["gamma"])
     return params
 
 
@@ -273,9 +275,12 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                           ensure_min_samples=2)
         n = X.shape[0]
+        self._fit_gammas = {}
         kx, ky = _view_params(self, "x")["kernel"], _view_params(self, "y")["kernel"]
         X = self._check_precomputed(X, "X", kx)
         y = self._check_precomputed(y, "y", ky)
+        self._fit_gammas = {view: resolve_gamma(_view_params(self, view)["gamma"], A, kern)
+                            for view, A, kern in (("x", X, kx), ("y", y, ky))}
         k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")

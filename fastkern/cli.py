@@ -1000,14 +1000,6 @@ def _gamma_option(text):
             f"expected a positive number or 'median', got {text!r}") from None
 
 
-def _column_list(text):
-    items = [c.strip() for c in text.split(",")]
-    if not text.strip() or any(not c for c in items):
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated column names or 0-based indices, got {text!r}")
-    return items
-
-
 def _columns(items, table, option, path):
     """Indices of the named (or 0-based numbered) columns of a header-aware table."""
     ncols = table.X.shape[1]

@@ -23,8 +23,8 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
 from fastkern._eigen import block_eigsh, randomized_eigsh
-from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_gram, structured_kernel,
-                                  validate_input)
+from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_constraints, kernel_gram,
+                                  resolve_gamma, structured_kernel, validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import _all_finite, check_real, is_dask_array, memory_budget_bytes
 from fastkern.centering import KernelCenterer
@@ -33,7 +33,7 @@ from fastkern.kernel_ridge import solve_shifted_in_place
 __all__ = ["KernelPCA"]
 
 EIGEN_SOLVERS = ("auto", "dense", "block_krylov", "arpack", "randomized", "matrix-free",
-                 "nystrom")
+                 "nystrom", "incomplete_cholesky")
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
 LARGE_N_SOLVERS = ("matrix-free", "nystrom")
@@ -89,7 +89,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         components, need 1 <= n_components < n_samples instead).
     kernel : "linear", "poly", "rbf", "sigmoid", "cosine", "laplacian",
         "exponential", "precomputed", a fastkern kernel object or a callable;
-        gamma, degree, coef0, kernel_params as scikit-learn.
+        gamma, degree, coef0, kernel_params as scikit-learn; gamma may also be
+        "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
+        ``fastkern.estimate_gamma``), resolved on the training X into gamma_.
     alpha, fit_inverse_transform : the kernel ridge pre-image map (``inverse_transform``).
     eigen_solver :
         "dense": LAPACK syevr on the centred Gram, in place.
@@ -109,6 +111,20 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "lanczos" is its former name (it is not the Lanczos three-term
         recurrence): deprecated, a FutureWarning, removed in 0.3.
         "matrix-free" or "nystrom": fastkern.large_n, the Gram is never stored.
+        "incomplete_cholesky": K ~ G G^T from ``fastkern.incomplete_cholesky``
+        (tol as below, max_rank=ichol_max_rank; dense X, not "precomputed"),
+        never forming K: with Gc = G minus its column means (so Gc Gc^T is the
+        double-centred G G^T) and Gc^T Gc = V diag(lambda) V^T (rank x rank),
+        eigenvalues_ = lambda and eigenvectors_ = Gc V diag(lambda)^-1/2, signs
+        as scikit-learn's (svd_flip on eigenvectors_), the training embedding
+        Gc V.  transform(X) = (g(X) - mean of G's rows) V, where g(x) solves
+        L g = k(X_fit_[ichol_pivots_], x), L = G[pivots] (lower triangular):
+        the Nystroem feature map on the pivots, which gives back the rows of
+        G for training points, so transform(X_train) = fit_transform(X_train).
+        Cost O(n r^2) time and O(n r) memory (r the rank reached); transform
+        O(r d + r^2) per point.  Components beyond the rank have eigenvalue 0.
+        The kernel must be positive semi-definite (not sigmoid in general):
+        the factorisation stops at the first non-positive residual.
         "auto": "matrix-free" when the dense Gram would exceed
         ``memory_budget`` (not for precomputed, cosine or sparse X).  Otherwise
         never slower than scikit-learn's choice ("arpack" for more than 200
@@ -120,7 +136,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         10 <= n_components <= n_samples / 50 (2.5x faster than "dense" at
         N=2000, k=40); else "dense".
     tol, max_iter : eigensolver convergence for "arpack" and "block_krylov"
-        (tol=0: the solver's default).  For "block_krylov", converged means
+        (tol=0: the solver's default).  For "incomplete_cholesky", tol bounds
+        the largest residual diagonal of K - G G^T (tol=0: 1e-6).
+    ichol_max_rank : int or None, the largest rank of "incomplete_cholesky"
+        (None: no limit but tol).  For "block_krylov", converged means
         every residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10,
         or 1e-12 when "auto" chose it); on max_iter it warns with the
         residual norms and keeps the best Ritz pairs found.
@@ -143,13 +162,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     Attributes: eigenvalues_, eigenvectors_, X_fit_, gamma_, n_features_in_,
     feature_names_in_ (for X with string column names), dual_coef_ and
-    X_transformed_fit_ (with fit_inverse_transform).
+    X_transformed_fit_ (with fit_inverse_transform), ichol_pivots_ (with
+    eigen_solver="incomplete_cholesky").
     """
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "kernel": [StrOptions(set(STRING_KERNELS) | {"cosine"}), callable],
-        "gamma": [Interval(Real, 0, None, closed="left"), None],
+        "gamma": kernel_constraints()["gamma"],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
         "kernel_params": [dict, None],
@@ -167,6 +187,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "n_threads": [Interval(Integral, 1, None, closed="left"), None],
         "memory_budget": [Interval(Real, 0, None, closed="neither"), str, None],
         "n_landmarks": [Interval(Integral, 1, None, closed="left"), None],
+        "ichol_max_rank": [Interval(Integral, 1, None, closed="left"), None],
         "verbose": ["verbose"],
     }
 
@@ -174,7 +195,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                  kernel_params=None, alpha=1.0, fit_inverse_transform=False,
                  eigen_solver="auto", tol=0, max_iter=None, iterated_power="auto",
                  remove_zero_eig=False, random_state=None, copy_X=True, n_jobs=None,
-                 n_threads=None, memory_budget=None, n_landmarks=None, verbose=False):
+                 n_threads=None, memory_budget=None, n_landmarks=None, ichol_max_rank=None,
+                 verbose=False):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -194,6 +216,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_threads = n_threads
         self.memory_budget = memory_budget
         self.n_landmarks = n_landmarks
+        self.ichol_max_rank = ichol_max_rank
         self.verbose = verbose
 
     @property
@@ -278,7 +301,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             if self._precomputed:
                 raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
             self.n_features_in_ = X.shape[1] if len(X.shape) == 2 else None
-            self.gamma_ = 1 / X.shape[1] if self.gamma is None else self.gamma
             large_n.fit_kernel_pca(self, X, client=client, timeout=self._timeout)
             return None
         X = self._validate(X, reset=True)
@@ -290,7 +312,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # dropped below), a larger request is clamped to n_samples.
         k = n if self.n_components is None else min(n, self.n_components)
         solver = self._choose_solver(X, k, solver)
-        self.gamma_ = 1 / X.shape[1] if self.gamma is None and X.ndim == 2 else self.gamma
+        gamma = resolve_gamma(self.gamma, X, self.kernel)
+        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+        self.ichol_pivots_ = None
+        if solver == "incomplete_cholesky":
+            return self._fit_ichol(X, k)
         if solver in LARGE_N_SOLVERS:
             if self.kernel == "cosine":
                 raise ValueError(f"kernel='cosine' is not available with eigen_solver="
@@ -349,6 +375,75 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         else:
             self.X_fit_ = X.copy() if self.copy_X else X
         return X_transformed
+
+    def _ichol_kernel_args(self):
+        kernel = "linear" if self.kernel == "cosine" else self.kernel
+        return dict(kernel=kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
+                    kernel_params=self.kernel_params)
+
+    def _fit_ichol(self, X, k):
+        """eigen_solver="incomplete_cholesky" (see the class docstring)."""
+        from fastkern.lowrank import incomplete_cholesky
+
+        if self._precomputed:
+            raise ValueError("eigen_solver='incomplete_cholesky' evaluates the kernel of X: "
+                             "it cannot use kernel='precomputed'")
+        if sparse.issparse(X):
+            raise TypeError("eigen_solver='incomplete_cholesky' needs a dense X, got a "
+                            "sparse matrix")
+        Xk = normalize(X) if self.kernel == "cosine" else X
+        res = incomplete_cholesky(Xk, **self._ichol_kernel_args(), tol=self.tol or 1e-6,
+                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads)
+        G = np.array(res.G, dtype=np.float64)
+        self._ichol_L = G[res.pivots]
+        self._ichol_mean = G.mean(axis=0)
+        G -= self._ichol_mean
+        r = G.shape[1]
+        lam, V = linalg.eigh(G.T @ G, check_finite=False) if r else (np.zeros(0),
+                                                                       np.zeros((0, 0)))
+        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        # Components beyond the rank reached: eigenvalue 0, no direction.
+        if lam.size < k:
+            lam = np.concatenate([lam, np.zeros(k - lam.size)])
+            V = np.hstack([V, np.zeros((r, k - V.shape[1]))])
+        lam = _check_psd_eigenvalues(lam, enable_warnings=False)
+        embedding = G @ V
+        del G
+        nonzero = lam > 0
+        U = np.zeros_like(embedding)
+        U[:, nonzero] = embedding[:, nonzero] / np.sqrt(lam[nonzero])
+        U, _ = svd_flip(u=U, v=None)
+        signs = np.where(np.sum(U * embedding, axis=0) < 0, -1.0, 1.0)
+        V *= signs
+        if self.remove_zero_eig or self.n_components is None:
+            U, V, lam = U[:, nonzero], V[:, nonzero], lam[nonzero]
+        self.eigenvalues_ = lam.astype(X.dtype)
+        self.eigenvectors_ = np.ascontiguousarray(U, dtype=X.dtype)
+        self._ichol_V = V
+        self.ichol_pivots_ = res.pivots
+        self._fit_solver = "incomplete_cholesky"
+        self.X_fit_ = X.copy() if self.copy_X else X
+        X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
+        if self.fit_inverse_transform:
+            # As the exact path, but the pre-image Gram is n x n here too.
+            Kt = self._kernel(X_transformed, gamma=self.gamma_)
+            self.dual_coef_ = solve_shifted_in_place(np.array(Kt, order="C"),
+                                                     X.astype(Kt.dtype, copy=False),
+                                                     float(self.alpha))
+            self.X_transformed_fit_ = X_transformed
+        return X_transformed
+
+    def _ichol_transform(self, X):
+        from fastkern.lowrank import pivot_features
+
+        args = self._ichol_kernel_args()
+        Xk, Xp = X, self.X_fit_[self.ichol_pivots_]
+        if self.kernel == "cosine":
+            Xk, Xp = normalize(X), normalize(Xp)
+        Kp = kernel_gram(Xk.astype(self.X_fit_.dtype, copy=False), Xp, **args,
+                         n_threads=self.n_threads)
+        g = pivot_features(Kp, self._ichol_L) - self._ichol_mean
+        return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
     def _eigen(self, K, solver, k):
         n = K.shape[0]
@@ -415,6 +510,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         X = self._validate(X, reset=False)
         if self._fit_solver in LARGE_N_SOLVERS:
             return large_n.transform_kernel_pca(self, X)
+        if self._fit_solver == "incomplete_cholesky":
+            return self._ichol_transform(X)
         if self._precomputed:
             # validate_data checked X.shape[1] == n_samples of the fit.
             K = X.toarray(order="C") if sparse.issparse(X) else X
@@ -451,7 +548,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # The incomplete Cholesky factor is computed from dense X only.
+        tags.input_tags.sparse = self.eigen_solver != "incomplete_cholesky"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self._precomputed
         return tags

@@ -19,7 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram
+from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -214,7 +214,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _kernel_args(self):
-        return dict(kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        # gamma="scale"/"median" was resolved on the training X by fit.
+        return dict(kernel=self.kernel, gamma=self._fit_gamma, degree=self.degree,
                     coef0=self.coef0, kernel_params=self.kernel_params)
 
     def _sparse_formats(self):
@@ -243,6 +244,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         # sparse input then says that dense data is required.
         X, y = validate_data(self, X, y, accept_sparse=self._sparse_formats(),
                              dtype=np.float64, ensure_min_samples=2, y_numeric=False)
+        self._fit_gamma = resolve_gamma(self.gamma, X, self.kernel)
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         labels = labels.reshape(-1)

@@ -11,15 +11,16 @@ three.
 eigendecomposition of the Gram matrix.
 """
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from fastkern._kernel_api import gram_dtype, kernel_constraints, kernel_gram, validate_input
+from fastkern._kernel_api import (gram_dtype, kernel_constraints, kernel_gram, resolve_gamma,
+                                  validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
@@ -138,6 +139,8 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self._precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
+        # gamma="scale"/"median" resolved once, on the training X.
+        self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
         sw = None
         if sample_weight is not None:
             # Keeps a float32 array float32: it matters for dual_coef_'s dtype.
@@ -156,7 +159,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if gram_dtype(X) != np.float32 or self._precomputed:
             return gram_dtype(X)
-        return kernel_gram(X[:1], kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        return kernel_gram(X[:1], kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=1).dtype
 
@@ -168,7 +171,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if not self._precomputed and gram_dtype(X) != dtype:
             X = X.astype(dtype)
-        return gram_buffer(X, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        return gram_buffer(X, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads, dtype=dtype)
 
@@ -180,9 +183,11 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=("csr", "csc"), reset=False)
+        if getattr(self, "ichol_coef_", None) is not None:
+            return self._ichol_features(X) @ self.ichol_coef_
         if self._precomputed and hasattr(X, "toarray"):
             return np.asarray(X @ self.dual_coef_)
-        K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                         coef0=self.coef0, kernel_params=self.kernel_params,
                         n_threads=self.n_threads)
         # As scikit-learn: the result has the promoted dtype of K and dual_coef_.
@@ -190,9 +195,19 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # The incomplete Cholesky factor is computed from dense X only.
+        tags.input_tags.sparse = getattr(self, "solver", "auto") != "incomplete_cholesky"
         tags.input_tags.pairwise = self._precomputed
         return tags
+
+    def _ichol_features(self, X):
+        """Rows of the fitted factor for new points (the Nystroem map on the pivots)."""
+        from fastkern.lowrank import pivot_features
+
+        Kp = kernel_gram(X, self.X_fit_[self.ichol_pivots_], kernel=self.kernel,
+                         gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
+                         kernel_params=self.kernel_params, n_threads=self.n_threads)
+        return pivot_features(Kp, self._ichol_L)
 
 
 class KernelRidge(_KernelRegressorBase):
@@ -215,21 +230,45 @@ class KernelRidge(_KernelRegressorBase):
 
     Parameters: alpha, kernel (any of scikit-learn's kernel names, fastkern's
     "exponential", "precomputed", a fastkern kernel object or a callable),
-    gamma, degree, coef0, kernel_params as scikit-learn;
-    n_threads (None = OpenMP default) for the Gram computations.
+    gamma, degree, coef0, kernel_params as scikit-learn (gamma may also be
+    "scale", 1 / (n_features X.var()), or "median", the median heuristic of
+    ``fastkern.estimate_gamma``: resolved on the training X at fit, stored as
+    ``gamma_`` and used by predict); n_threads (None = OpenMP default) for the
+    Gram computations.
+
+    solver : "auto" (default, the exact solve above) or "incomplete_cholesky"
+        for large n: K is replaced by G G^T from
+        ``fastkern.incomplete_cholesky(X, ..., tol=ichol_tol,
+        max_rank=ichol_max_rank)`` (dense X, not "precomputed"; alpha > 0), and
+        the ridge problem is solved in the rank-r space of G:
+        ``ichol_coef_ = (G^T S G + alpha I)^-1 G^T S y`` (S the sample
+        weights), which by the Woodbury identity is G^T c for the dual
+        coefficients c = S (S y - S G ichol_coef_) / alpha of
+        (S G G^T S + alpha I) c~ = S y.  Predictions are g(x) @ ichol_coef_,
+        where g(x) solves L g = k(X_fit_[ichol_pivots_], x), L = G[pivots] (lower
+        triangular): the Nystroem feature map on the pivots, which reproduces
+        the rows of G on the training points.  Cost O(n r^2) time, O(n r)
+        memory; prediction O(r d + r^2) per point.
+    ichol_tol : float >= 0, default 1e-6; ichol_max_rank : int or None (n).
 
     Attributes: dual_coef_ ((n_samples,) or (n_samples, n_targets)), X_fit_,
-    n_features_in_ (and feature_names_in_ for DataFrames).
+    gamma_, n_features_in_ (and feature_names_in_ for DataFrames); with
+    solver="incomplete_cholesky" also ichol_coef_ ((rank,) or (rank,
+    n_targets)) and ichol_pivots_ (rank,).
     """
 
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
         **kernel_constraints(),
         "n_threads": n_threads_constraint(),
+        "solver": [StrOptions({"auto", "incomplete_cholesky"})],
+        "ichol_tol": [Interval(Real, 0, None, closed="left")],
+        "ichol_max_rank": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(self, alpha=1, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, n_threads=None):
+                 kernel_params=None, n_threads=None, solver="auto", ichol_tol=1e-6,
+                 ichol_max_rank=None):
         self.alpha = alpha
         self.kernel = kernel
         self.gamma = gamma
@@ -237,6 +276,9 @@ class KernelRidge(_KernelRegressorBase):
         self.coef0 = coef0
         self.kernel_params = kernel_params
         self.n_threads = n_threads
+        self.solver = solver
+        self.ichol_tol = ichol_tol
+        self.ichol_max_rank = ichol_max_rank
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
@@ -247,6 +289,10 @@ class KernelRidge(_KernelRegressorBase):
         Y = y.reshape(-1, 1) if ravel else y
         if alpha.size not in (1, Y.shape[1]):
             raise ValueError(f"alpha has {alpha.size} values but y has {Y.shape[1]} targets")
+        self.ichol_coef_ = self.ichol_pivots_ = None
+        if self.solver == "incomplete_cholesky":
+            self._fit_ichol(X, Y, sw, alpha, ravel)
+            return self
         dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, np.all(alpha == alpha[0]))
         K = self._gram(X, dtype)
         Y = np.array(Y, dtype=dtype, order="C", copy=True)
@@ -262,6 +308,46 @@ class KernelRidge(_KernelRegressorBase):
         self.dual_coef_ = coef.ravel() if ravel else coef
         self.X_fit_ = X
         return self
+
+    def _fit_ichol(self, X, Y, sw, alpha, ravel):
+        from fastkern.lowrank import incomplete_cholesky
+
+        if self._precomputed:
+            raise ValueError("solver='incomplete_cholesky' evaluates the kernel of X: it "
+                             "cannot use kernel='precomputed'")
+        if hasattr(X, "toarray"):
+            raise TypeError("solver='incomplete_cholesky' needs a dense X, got a sparse matrix")
+        if np.any(alpha <= 0):
+            raise ValueError("solver='incomplete_cholesky' needs alpha > 0 (the low-rank "
+                             f"kernel G G^T is singular), got alpha={self.alpha!r}")
+        res = incomplete_cholesky(X, self.kernel, gamma=self.gamma_, degree=self.degree,
+                                  coef0=self.coef0, kernel_params=self.kernel_params,
+                                  tol=self.ichol_tol, max_rank=self.ichol_max_rank,
+                                  n_threads=self.n_threads)
+        G = np.asarray(res.G, dtype=np.float64)
+        Y = np.asarray(Y, dtype=np.float64)
+        s = None if sw is None else np.sqrt(np.asarray(sw, dtype=np.float64))
+        Gs = G if s is None else G * s[:, None]
+        Ys = Y if s is None else Y * s[:, None]
+        A = Gs.T @ Gs
+        B = Gs.T @ Ys
+        r, t = B.shape
+        W = np.zeros((r, t))
+        groups = [slice(None)] if alpha.size == 1 else [slice(j, j + 1) for j in range(t)]
+        for cols, a in zip(groups, alpha.flat):
+            if r:
+                M = A.copy()
+                M.flat[:: r + 1] += a
+                W[:, cols] = linalg.solve(M, B[:, cols], assume_a="pos", check_finite=False)
+        # c~ = (S y - S G w) / alpha, c = S c~ (the exact solver's convention).
+        coef = (Ys - Gs @ W) / np.broadcast_to(alpha, (t,))
+        if s is not None:
+            coef *= s[:, None]
+        self.dual_coef_ = coef.ravel() if ravel else coef
+        self.ichol_coef_ = W.ravel() if ravel else W
+        self.ichol_pivots_ = res.pivots
+        self._ichol_L = G[res.pivots]
+        self.X_fit_ = X
 
 
 class KernelRidgeCV(_KernelRegressorBase):

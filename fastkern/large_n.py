@@ -50,7 +50,7 @@ import numpy as np
 import scipy.linalg
 
 from fastkern import _gram, _matfree
-from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern._kernel_api import check_kernel_param, kernel_gram, resolve_gamma
 from fastkern._validation import (check_array_2d, check_n_threads, check_real, is_dask_array,
                                   parse_memory_budget, result_dtype)
 from fastkern._eigen import column_signs
@@ -309,6 +309,8 @@ def _validate_fit(est, X):
     if est.kernel == "precomputed" and X.shape[0] != X.shape[1]:
         raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                          f"got shape {X.shape}")
+    # gamma="scale"/"median" resolved once, on the training X (in-process and Dask).
+    est._fit_gamma = resolve_gamma(est.gamma, X, est.kernel)
     return solver, X
 
 
@@ -334,7 +336,7 @@ def fit_kernel_pca(est, X, *, client=None, timeout=600.0):
     if solver == "nystrom":
         _fit_nystrom(est, X, budget)
     else:
-        op = KernelOperator(X, kernel=est.kernel, gamma=est.gamma, degree=est.degree,
+        op = KernelOperator(X, kernel=est.kernel, gamma=est._fit_gamma, degree=est.degree,
                             coef0=est.coef0, kernel_params=est.kernel_params,
                             n_threads=est.n_threads, memory_budget=budget)
         solve_matrix_free(est, X, op.matmat, op.row_sums)
@@ -347,7 +349,7 @@ def _set_common(est, X, solver):
     est.eigenvectors_ = est.eigenvectors_.astype(X.dtype, copy=False)
     est.X_fit_ = np.array(X, copy=True) if getattr(est, "copy_X", True) else X
     est.n_features_in_ = X.shape[1]
-    est.gamma_ = 1.0 / X.shape[1] if est.gamma is None else est.gamma
+    est.gamma_ = 1.0 / X.shape[1] if est._fit_gamma is None else est._fit_gamma
     est._fit_solver = solver
 
 
@@ -433,7 +435,7 @@ def _fit_nystrom(est, X, budget):
 
 
 def _kernel_params(est):
-    return {"kernel": est.kernel, "gamma": est.gamma, "degree": est.degree,
+    return {"kernel": est.kernel, "gamma": est._fit_gamma, "degree": est.degree,
             "coef0": est.coef0, "kernel_params": est.kernel_params}
 
 
@@ -469,7 +471,7 @@ def transform_kernel_pca(est, X, *, client=None, timeout=600.0):
         KA = _dask.cross_product(est, X, A1, client=client, timeout=timeout)
     else:
         budget = parse_memory_budget(getattr(est, "memory_budget", None))
-        op = KernelOperator(est.X_fit_, kernel=est.kernel, gamma=est.gamma,
+        op = KernelOperator(est.X_fit_, kernel=est.kernel, gamma=est._fit_gamma,
                             degree=est.degree, coef0=est.coef0,
                             kernel_params=est.kernel_params, n_threads=est.n_threads,
                             memory_budget=budget)

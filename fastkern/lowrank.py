@@ -1,19 +1,27 @@
 """Low-rank kernel tools: pivoted incomplete Cholesky and kernel width estimates.
 
 ``incomplete_cholesky`` factors K ~ G G^T from the columns of K at greedily
-chosen pivots, never forming K (O(n rank) memory, O(n rank^2) time).
+chosen pivots, never forming K (O(n rank) memory, plus a transposed copy of X
+for RBF/Laplacian; O(n rank^2) time).  ``pivot_features`` extends the factor to
+new points (the Nystroem map on the pivots), as the estimators' low-rank
+solvers use it.
 ``estimate_gamma`` picks an RBF ``gamma`` from the distribution of squared
 distances: the median heuristic, or kernlab's ``sigest``.
 """
 import math
+import time
 import warnings
 from typing import NamedTuple
 
 import numpy as np
+from scipy import linalg
 from sklearn.utils import check_random_state
 
 from fastkern import _inchol
-from fastkern._kernel_api import check_kernel_param, kernel_gram
+from fastkern import kernels
+from fastkern._kernel_api import (
+    check_kernel_param, kernel_gram, resolve_gamma, string_kernel_params,
+)
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -31,6 +39,44 @@ ROUNDING = 4.0
 # Kernel columns of fewer multiply-adds (n * d) than this are computed on one
 # thread: they take less time than starting and joining a parallel region.
 PARALLEL_COLUMN_WORK = 1 << 18
+# Every PROBE_EVERY steps the thread count not in use is timed again (see
+# _ThreadChooser).
+PROBE_EVERY = 16
+
+
+class _ThreadChooser:
+    """Runs each pivot step on 1 or n_threads threads, whichever was faster lately.
+
+    A step is one parallel region of a few milliseconds; on a shared machine a
+    region waits for its slowest thread, and a descheduled one costs a time
+    slice (measured on the 2-core machine under load 10: 2 threads took twice
+    as long as 1).  The result does not depend on the thread count, so it
+    can follow the machine: seconds per unit of work (n x (k + d)) are kept
+    for both counts (the incumbent's averaged, alpha 0.25) and the other
+    count is re-timed every PROBE_EVERY steps.
+    """
+
+    def __init__(self, n_threads):
+        self.options = (n_threads, 1) if n_threads > 1 else (1,)
+        self.rate = {}
+        self.batch = dict.fromkeys(self.options, 0)
+        self.current = self.options[0]
+
+    def pick(self, k):
+        untried = [t for t in self.options if t not in self.rate]
+        if untried:
+            return untried[0]
+        best = min(self.options, key=self.rate.__getitem__)
+        if len(self.options) > 1 and k % PROBE_EVERY == 0:
+            return self.options[1] if best == self.options[0] else self.options[0]
+        return best
+
+    def record(self, threads, seconds, work):
+        rate = seconds / work
+        old = self.rate.get(threads)
+        best = min(self.rate.values()) if self.rate else None
+        # The incumbent is averaged; a probe replaces the other's value.
+        self.rate[threads] = rate if old is None or old != best else 0.75 * old + 0.25 * rate
 
 
 class IncompleteCholesky(NamedTuple):
@@ -74,18 +120,38 @@ def _diagonal(X, params):
     return diag
 
 
+def _direct_kernel(kernel, gamma, kernel_params, n_features):
+    """(kind, gamma) when the kernel column is computed in the pivot step itself
+    (RBF and Laplacian, as strings or fastkern kernel objects), else None."""
+    if isinstance(kernel, str) and kernel in ("rbf", "laplacian"):
+        gamma = string_kernel_params(kernel, gamma=gamma, kernel_params=kernel_params).get(
+            "gamma")
+        kind = _inchol.RBF if kernel == "rbf" else _inchol.LAPLACIAN
+    elif type(kernel) in (kernels.RBF, kernels.Laplacian):
+        gamma = kernel.gamma
+        kind = _inchol.RBF if type(kernel) is kernels.RBF else _inchol.LAPLACIAN
+    else:
+        return None
+    gamma = 1.0 / n_features if gamma is None else check_real(gamma, "gamma", low=0.0)
+    return kind, gamma
+
+
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
                         kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
     """Pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
 
     Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
     the largest residual diagonal r_p (the first such row on ties), computes
-    the kernel column K[:, p] with fastkern's Gram code, and appends
+    the kernel column K[:, p], and appends
 
         G[:, k] = (K[:, p] - G[:, :k] G[p, :k]^T) / sqrt(r_p),
 
-    then r -= G[:, k]^2.  K itself is never formed: memory is n x rank for G
-    plus O(n) (the kernel column is computed in place in G's storage).
+    then r -= G[:, k]^2.  K itself is never formed.  For the RBF and
+    Laplacian kernels one parallel pass per pivot computes the kernel column
+    from direct differences x_i - x_p (no cancellation whatever the data's
+    offset), the update, the residuals and the next pivot; other kernels
+    compute the column with fastkern's Gram code first.  Memory: n x rank for
+    G, plus a transposed copy of X (n x d, RBF/Laplacian) and O(n).
 
     Stopping rule (kernlab's, so that ranks and pivots agree with it): before
     each step the largest residual diagonal max_i r_i is compared with
@@ -107,30 +173,45 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     kernel : a fastkern string kernel ("rbf", "laplacian", "linear", "poly",
         "sigmoid", "exponential"), a fastkern kernel object or a callable,
         with gamma / degree / coef0 / kernel_params as the estimators take
-        them (gamma=None is 1 / n_features).  "precomputed" is refused.
+        them (gamma=None is 1 / n_features; "scale" and "median" as the
+        estimators: 1 / (n_features X.var()) and the median heuristic of
+        :func:`estimate_gamma`).  "precomputed" is refused.
     tol : float >= 0, the bound on the largest residual diagonal.
     max_rank : int >= 1 or None (n); values above n mean n.
-    n_threads : None (OpenMP's default) or a positive int.  The result does
-        not depend on it.
+    n_threads : None (OpenMP's default) or a positive int, the most threads
+        used.  Each pivot step runs on 1 or n_threads threads, whichever has
+        been faster per unit of work on recent steps (both re-timed as it
+        goes): on a loaded machine a parallel step can be slower than a
+        serial one.  The result does not depend on the thread count.
 
     Returns
     -------
     IncompleteCholesky (G, pivots, residual_trace, max_residual).
-    Ctrl-C is honoured between pivots and within a long update.
+    Ctrl-C is honoured between pivots and within a long step.
     """
     _check_kernel(kernel)
     X = check_array_2d(X, "X")
-    n = X.shape[0]
+    n, d = X.shape
     tol = check_real(tol, "tol", low=0.0)
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
     max_rank = n if max_rank is None else min(max_rank, n)
     n_threads = check_n_threads(n_threads)
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = np.ascontiguousarray(X, dtype=dtype)
+    gamma = resolve_gamma(gamma, X, kernel)
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                   kernel_params=kernel_params)
+    direct = _direct_kernel(kernel, gamma, kernel_params, d)
 
-    resid = _diagonal(X, params)
+    if direct is not None:
+        # exp(-gamma * 0) on the diagonal.
+        kind, direct_gamma = direct
+        resid = np.ones(n)
+        Xt = np.ascontiguousarray(X.T)
+    else:
+        kind, direct_gamma = _inchol.GIVEN, 0.0
+        resid = _diagonal(X, params)
+        Xt = np.empty((0, 0), dtype=dtype)
     if not np.all(np.isfinite(resid)):
         raise ValueError("the kernel's diagonal k(x, x) is not finite for some rows of X "
                          "(e.g. an exponential kernel overflowing): choose a smaller gamma")
@@ -142,13 +223,13 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     capacity = max_rank if max_rank <= 64 or max_rank < n else min(64, n)
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
-    column_threads = n_threads if n * X.shape[1] >= PARALLEL_COLUMN_WORK else 1
-    batch = 0
+    column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
+    chooser = _ThreadChooser(n_threads)
     k = 0
+    p = int(np.argmax(resid))
+    top = float(resid[p])
+    trace = float(np.sum(resid))
     while True:
-        p = int(np.argmax(resid))
-        top = float(resid[p])
-        trace = float(np.sum(resid))
         if not (math.isfinite(top) and math.isfinite(trace)):
             raise ValueError("the kernel returned values that are not finite")
         maxima.append(top)
@@ -158,21 +239,41 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if k == capacity:
             capacity = min(2 * capacity, max_rank)
             Gt.resize((capacity, n), refcheck=False)
-        # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
-        # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
-        kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n), **params)
-        tau = math.sqrt(top)
+        if kind == _inchol.GIVEN:
+            # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
+            # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
+            kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n),
+                        **params)
         gp = np.array(Gt[:k, p], dtype=np.float64)
-        batch = _inchol.update(Gt, k, gp, tau, resid, n_threads, batch)
-        # Exact values for the pivot itself: its residual is 0 by construction.
-        Gt[k, p] = tau
-        resid[p] = 0.0
+        threads = chooser.pick(k)
+        start = time.perf_counter()
+        chooser.batch[threads], p_next, top, trace = _inchol.step(
+            Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, direct_gamma, threads,
+            chooser.batch[threads])
+        chooser.record(threads, time.perf_counter() - start, n * (k + d))
         pivots.append(p)
+        p = int(p_next)
         k += 1
     if k < capacity:
         Gt.resize((k, n), refcheck=False)
     return IncompleteCholesky(Gt.T, np.asarray(pivots, dtype=np.intp),
                               np.asarray(traces), np.asarray(maxima))
+
+
+def pivot_features(K_cross, L):
+    """Rows of an incomplete Cholesky factor for new points: the Nystroem map on the pivots.
+
+    K_cross = k(X_new, X[pivots]) (m x r) and L = G[pivots] (r x r, lower
+    triangular up to rounding: a pivot's residual is 0 in later columns).
+    Returns g (m x r) solving L g(x)^T = k(X[pivots], x); since G G^T
+    reproduces K on the pivot columns, G = K[:, pivots] L^-T, so on training
+    points g gives back the rows of G, and g(x) g(y)^T is the Nystroem
+    approximation k_P(x) K_PP^-1 k_P(y).
+    """
+    K_cross = np.asarray(K_cross, dtype=np.float64)
+    if L.shape[0] == 0:
+        return np.zeros((K_cross.shape[0], 0))
+    return linalg.solve_triangular(L, K_cross.T, lower=True, check_finite=False).T
 
 
 # ---------------------------------------------------------------- gamma estimates
@@ -202,7 +303,10 @@ def _sq_dists(X, i, j):
     out = np.empty(len(i))
     for s in range(0, len(i), PAIR_CHUNK):
         diff = X[i[s:s + PAIR_CHUNK]] - X[j[s:s + PAIR_CHUNK]]
-        np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
+        if hasattr(diff, "multiply"):  # scipy sparse rows
+            out[s:s + PAIR_CHUNK] = np.asarray(diff.multiply(diff).sum(axis=1)).ravel()
+        else:
+            np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
     return out
 
 
@@ -289,11 +393,28 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
         i = rng.randint(n, size=m)
         j = rng.randint(n, size=m)
     else:
-        total = n * (n - 1) // 2
-        m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
-        if m >= total:
-            i, j = np.triu_indices(n, k=1)
-        else:
-            i = rng.randint(n, size=m)
-            j = (i + 1 + rng.randint(n - 1, size=m)) % n
+        i, j = _median_pairs(n, n_pairs, rng)
     return _from_distances(_sq_dists(X, i, j))
+
+
+def _median_pairs(n, n_pairs, rng):
+    """The pairs of the median heuristic (see estimate_gamma)."""
+    total = n * (n - 1) // 2
+    m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
+    if m >= total:
+        return np.triu_indices(n, k=1)
+    i = rng.randint(n, size=m)
+    return i, (i + 1 + rng.randint(n - 1, size=m)) % n
+
+
+def median_gamma(X):
+    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
+    .gamma``, for dense or scipy sparse X (validated by the caller)."""
+    if not hasattr(X, "tocsr"):
+        return estimate_gamma(X, "median", random_state=0).gamma
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
+    X = X.tocsr().astype(np.float64)
+    i, j = _median_pairs(n, None, check_random_state(0))
+    return _from_distances(_sq_dists(X, i, j)).gamma

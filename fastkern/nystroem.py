@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._kernel_api import kernel_constraints, kernel_gram
+from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma
 from fastkern._validation import check_n_threads, n_threads_constraint
 
 __all__ = ["Nystroem"]
@@ -29,7 +29,9 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     ignored: fastkern's kernels use OpenMP, see ``n_threads``).  gamma, coef0 and degree left as None take the kernel's
     defaults (gamma = 1/n_features for "rbf", 1 for "chi2"; coef0 = 1,
     degree = 3); they must stay None for a callable, a fastkern kernel object
-    or "precomputed".
+    or "precomputed".  gamma may also be "scale" (1 / (n_features X.var())) or
+    "median" (the median heuristic, ``fastkern.estimate_gamma``), resolved on
+    the training X (all of it, not only the landmarks) into ``gamma_``.
 
     With kernel="precomputed", X is the training Gram matrix (n x n), the
     landmarks are the columns ``component_indices_`` and ``transform`` takes
@@ -40,12 +42,11 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     X may be a dense array or a scipy CSR/CSC matrix (kept sparse).
 
     Attributes: ``components_`` (the landmark rows), ``component_indices_``,
-    ``normalization_`` (W^(-1/2)), ``n_features_in_``, ``feature_names_in_``.
+    ``normalization_`` (W^(-1/2)), ``gamma_``, ``n_features_in_``, ``feature_names_in_``.
     """
 
     _parameter_constraints: dict = {
         **kernel_constraints(),
-        "gamma": [Interval(Real, 0, None, closed="left"), None],
         "coef0": [Interval(Real, None, None, closed="neither"), None],
         "degree": [Interval(Real, 1, None, closed="left"), None],
         "n_components": [Interval(Integral, 1, None, closed="left")],
@@ -72,7 +73,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _gram(self, X, Y=None):
-        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads)
 
@@ -85,6 +86,8 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
             raise ValueError("Don't pass gamma, coef0 or degree to Nystroem if using a "
                              "callable or precomputed kernel")
         check_n_threads(self.n_threads)
+        # gamma="scale"/"median" resolved once, on the whole training X.
+        self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
         n = X.shape[0]
         if self._precomputed and X.shape[1] != n:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "

@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram, validate_input
+from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -294,7 +294,9 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         (X is then the n x n training Gram, and transform takes the
         n_test x n_train cross-Gram).
     gamma, degree, coef0, kernel_params
-        Kernel parameters, as in scikit-learn's KernelPCA.
+        Kernel parameters, as in scikit-learn's KernelPCA; gamma may also be
+        "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
+        ``fastkern.estimate_gamma``), resolved on the training X into gamma_.
     n_slices : int, default=10
         Slices of a continuous y (>= 2, <= n_samples).
     slicing : {"auto", "quantile", "classes"}, default="auto"
@@ -303,8 +305,20 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     n_basis : int or None, default=None
         None: full problem; m (1 <= m <= n_samples): reduced kernel on m
         basis points.
+    basis : {"random", "incomplete_cholesky"}, default="random"
+        How the reduced problem's basis points are chosen.  "random": n_basis
+        rows drawn within each slice in proportion to its size.
+        "incomplete_cholesky": the pivots of ``fastkern.incomplete_cholesky(X,
+        tol=ichol_tol, max_rank=n_basis)`` (n_basis is then a largest rank,
+        values above n_samples mean n_samples; None: as many as tol needs;
+        components beyond the rank reached are zero; dense X, not
+        "precomputed"), deterministic; their Nystroem
+        features span the same space as the factor G (K(X, B) K(B, B)^-1 K(B, X)
+        = G G^T), so this is SIR on the incomplete Cholesky approximation of K.
+    ichol_tol : float >= 0, default=1e-6
+        tol of the incomplete Cholesky basis (the largest residual diagonal).
     random_state : int, RandomState or None
-        Draws the basis points when n_basis is set.
+        Draws the basis points when n_basis is set and basis="random".
     n_threads : int or None
         OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
         thread limit for the linear algebra (None: library defaults).
@@ -321,6 +335,8 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     K_fit_rows_ : ndarray (n_basis,)
         Training means of the columns of K(X_train, X_fit_).
     n_slices_ : int
+    gamma_ : float or None
+        The gamma used (gamma resolved at fit; None: the kernel's default).
     n_features_in_ : int
     """
 
@@ -330,12 +346,15 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         **_SIR_CONSTRAINTS,
         "regularization": [Interval(Real, 0, None, closed="neither")],
         "n_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "basis": [StrOptions({"random", "incomplete_cholesky"})],
+        "ichol_tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
 
     def __init__(self, n_components=2, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, n_slices=10, slicing="auto", regularization=1e-3,
-                 n_basis=None, random_state=None, n_threads=None):
+                 n_basis=None, basis="random", ichol_tol=1e-6, random_state=None,
+                 n_threads=None):
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -346,6 +365,8 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.slicing = slicing
         self.regularization = regularization
         self.n_basis = n_basis
+        self.basis = basis
+        self.ichol_tol = ichol_tol
         self.random_state = random_state
         self.n_threads = n_threads
 
@@ -353,7 +374,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return isinstance(self.kernel, str) and self.kernel == "precomputed"
 
     def _gram(self, X, Y=None, out=None):
-        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma, degree=self.degree,
+        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
                            coef0=self.coef0, kernel_params=self.kernel_params,
                            n_threads=self.n_threads, out=out)
 
@@ -368,13 +389,15 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError(
                 f"X must be a square kernel matrix when kernel='precomputed', got shape {X.shape}"
             )
+        # gamma="scale"/"median" resolved once, on the training X.
+        self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
         k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         n_threads = check_n_threads(self.n_threads)
         blas = self.n_threads if self.n_threads is None else n_threads
-        if self.n_basis is not None:
+        if self.n_basis is not None and self.basis == "random":
             m = check_int(self.n_basis, "n_basis", 1)
             if m > n:
                 raise ValueError(f"n_basis={m} must be <= n_samples={n}")
@@ -382,7 +405,10 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 raise ValueError(f"n_components={k} must be <= n_basis={m}")
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
         with blas_limit(blas):
-            if self.n_basis is None:
+            if self.basis == "incomplete_cholesky":
+                basis = self._ichol_basis(X, precomputed, n_threads)
+                lam, coef, col_means, rank = self._fit_reduced(X, basis, labels, counts, reg, k)
+            elif self.n_basis is None:
                 basis = np.arange(n)
                 lam, coef, col_means, rank = self._fit_full(X, labels, counts, reg, k)
             else:
@@ -406,6 +432,23 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.X_fit_ = basis.copy() if precomputed else X[basis]
         self.n_slices_ = int(counts.size)
         return self
+
+    def _ichol_basis(self, X, precomputed, n_threads):
+        """The incomplete Cholesky pivots, sorted, as the reduced problem's basis."""
+        from fastkern.lowrank import incomplete_cholesky
+
+        if precomputed:
+            raise ValueError("basis='incomplete_cholesky' evaluates the kernel of X: it "
+                             "cannot use kernel='precomputed'")
+        if sparse.issparse(X):
+            raise TypeError("basis='incomplete_cholesky' needs a dense X, got a sparse matrix")
+        res = incomplete_cholesky(X, self.kernel, gamma=self.gamma_, degree=self.degree,
+                                  coef0=self.coef0, kernel_params=self.kernel_params,
+                                  tol=self.ichol_tol, max_rank=self.n_basis,
+                                  n_threads=n_threads)
+        if res.pivots.size == 0:
+            raise ValueError("the kernel matrix is zero: all samples coincide in feature space")
+        return np.sort(res.pivots)
 
     def _draw_basis(self, labels, counts, m):
         """m training rows, each slice contributing in proportion to its size."""
@@ -518,5 +561,6 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.input_tags.pairwise = self._precomputed()
-        tags.input_tags.sparse = True
+        # The incomplete Cholesky basis is computed from dense X only.
+        tags.input_tags.sparse = self.basis != "incomplete_cholesky"
         return tags

@@ -416,3 +416,17 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         check(estimator)
+
+
+@pytest.mark.parametrize("gamma", ["scale", "median"])
+def test_gamma_strings_resolved_once_on_each_view(gamma):
+    from fastkern._kernel_api import resolve_gamma
+
+    rng = np.random.default_rng(4)
+    X, Y = rng.normal(size=(80, 3)) * 5, rng.normal(size=(80, 2))
+    est = KernelCCA(gamma=gamma).fit(X, Y)
+    ref = KernelCCA(gamma=resolve_gamma(gamma, X, "rbf"),
+                    gamma_y=resolve_gamma(gamma, Y, "rbf")).fit(X, Y)
+    np.testing.assert_allclose(est.canonical_correlations_, ref.canonical_correlations_)
+    for a, b in zip(est.transform(X[:5] + 1, Y[:5]), ref.transform(X[:5] + 1, Y[:5])):
+        np.testing.assert_allclose(a, b)

@@ -458,3 +458,15 @@ def test_accuracy_script_on_iris():
     text = mod.table(res)
     assert text.splitlines()[0] == "| model | iris |"
     assert "| KernelFDA | " in text
+
+
+@pytest.mark.parametrize("gamma", ["scale", "median"])
+def test_gamma_strings_resolved_once_on_the_training_data(gamma):
+    from fastkern._kernel_api import resolve_gamma
+
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(90, 3)) * 5, np.repeat([0, 1, 2], 30)
+    value = resolve_gamma(gamma, X, "rbf")
+    est = KernelFDA(gamma=gamma).fit(X, y)
+    ref = KernelFDA(gamma=value).fit(X, y)
+    np.testing.assert_allclose(est.transform(X[:7] + 1), ref.transform(X[:7] + 1))

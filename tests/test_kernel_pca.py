@@ -740,3 +740,108 @@ def test_pipeline_and_grid_search():
     assert search.best_params_ == {"kpca__gamma": 10.0}
     assert search.best_score_ > 0.95
     assert search.best_estimator_.named_steps["kpca"].eigenvalues_.shape == (2,)
+
+
+# -- eigen_solver="incomplete_cholesky" and gamma="scale"/"median" -----------------------------
+
+def _gamma_string_failures(estimator):
+    if estimator.gamma in ("scale", "median"):
+        return dict.fromkeys(
+            ("check_sample_weight_equivalence_on_dense_data",
+             "check_sample_weight_equivalence_on_sparse_data"),
+            "a data-dependent gamma is resolved from the rows of X, so repeating rows "
+            "changes it")
+    return {}
+
+
+@parametrize_with_checks(
+    [KernelPCA(n_components=3, kernel="rbf", eigen_solver="incomplete_cholesky",
+               ichol_max_rank=20),
+     KernelPCA(kernel="poly", degree=2, eigen_solver="incomplete_cholesky"),
+     KernelPCA(n_components=2, kernel="rbf", gamma="median")],
+    expected_failed_checks=_gamma_string_failures,
+)
+def test_sklearn_compatible_incomplete_cholesky_and_gamma_strings(estimator, check):
+    check(estimator)
+
+
+def _assert_same_components(A, B, atol):
+    np.testing.assert_allclose(A, B, atol=atol * np.abs(B).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+# Not sigmoid: it is not positive semi-definite here, and a Cholesky factor stops at
+# the first non-positive residual.
+@pytest.mark.parametrize("params", [p for p in KERNELS if p["kernel"] != "sigmoid"]
+                         + [dict(kernel="cosine")], ids=lambda p: p["kernel"])
+def test_incomplete_cholesky_at_full_rank_is_the_dense_solver(params, dtype):
+    X, Xt = X_TRAIN.astype(dtype), X_TEST.astype(dtype)
+    dense = KernelPCA(5, eigen_solver="dense", **params).fit(X)
+    low = KernelPCA(5, eigen_solver="incomplete_cholesky", tol=1e-300,
+                    ichol_max_rank=X.shape[0], **params)
+    Z = low.fit_transform(X)
+    atol = 1e-9 if dtype == np.float64 else 2e-3
+    assert low.eigenvalues_.dtype == dtype and low.eigenvectors_.dtype == dtype
+    np.testing.assert_allclose(low.eigenvalues_, dense.eigenvalues_,
+                               atol=atol * dense.eigenvalues_[0])
+    # The same signs as scikit-learn's convention, so no sign alignment here.
+    _assert_same_components(low.eigenvectors_, dense.eigenvectors_, atol)
+    _assert_same_components(Z, dense.transform(X), atol)
+    _assert_same_components(low.transform(Xt), dense.transform(Xt), atol)
+    # transform of the training set is the training embedding.
+    np.testing.assert_allclose(low.transform(X), Z, atol=atol * np.abs(Z).max())
+
+
+def test_incomplete_cholesky_error_decreases_with_rank():
+    dense = KernelPCA(4, kernel="rbf", gamma=0.1, eigen_solver="dense").fit(X_TRAIN)
+    errors = []
+    for rank in (4, 15, 40, 100, 237):
+        low = KernelPCA(4, kernel="rbf", gamma=0.1, eigen_solver="incomplete_cholesky",
+                        tol=1e-300, ichol_max_rank=rank).fit(X_TRAIN)
+        assert low.ichol_pivots_.shape == (rank,)
+        errors.append(np.abs(low.eigenvalues_ - dense.eigenvalues_).max())
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-10 * dense.eigenvalues_[0] < errors[0]
+
+
+def test_incomplete_cholesky_rank_below_n_components_pads_with_zeros():
+    # A linear kernel on 7 features has rank 7.
+    est = KernelPCA(10, kernel="linear", eigen_solver="incomplete_cholesky")
+    Z = est.fit_transform(X_TRAIN)
+    assert Z.shape == (237, 10) and est.transform(X_TEST).shape == (41, 10)
+    np.testing.assert_array_equal(est.eigenvalues_[7:], 0)
+    np.testing.assert_array_equal(Z[:, 7:], 0)
+    dense = KernelPCA(7, kernel="linear", eigen_solver="dense").fit(X_TRAIN)
+    np.testing.assert_allclose(est.eigenvalues_[:7], dense.eigenvalues_, rtol=1e-10)
+    assert KernelPCA(kernel="linear", eigen_solver="incomplete_cholesky").fit(
+        X_TRAIN).eigenvalues_.shape == (7,)
+    inv = KernelPCA(3, kernel="rbf", eigen_solver="incomplete_cholesky",
+                    fit_inverse_transform=True).fit(X_TRAIN)
+    assert inv.inverse_transform(inv.transform(X_TEST)).shape == X_TEST.shape
+
+
+@pytest.mark.parametrize("params, X, err, match", [
+    (dict(ichol_max_rank=0), X_TRAIN, InvalidParameterError, "ichol_max_rank"),
+    (dict(kernel="precomputed"), X_TRAIN @ X_TRAIN.T, ValueError, "precomputed"),
+    (dict(), sp.csr_matrix(X_TRAIN), TypeError, "dense X"),
+])
+def test_incomplete_cholesky_bad_parameters(params, X, err, match):
+    with pytest.raises(err, match=match):
+        KernelPCA(2, **({"eigen_solver": "incomplete_cholesky"} | params)).fit(X)
+
+
+@pytest.mark.parametrize("solver", ["dense", "incomplete_cholesky"])
+def test_gamma_scale_and_median_resolved_once_at_fit(solver):
+    X = X_TRAIN * np.arange(1, 8)
+    for name, value in (("scale", 1 / (7 * X.var())),
+                        ("median", fastkern.estimate_gamma(X, random_state=0).gamma)):
+        est = KernelPCA(3, kernel="rbf", gamma=name, eigen_solver=solver).fit(X)
+        assert est.gamma_ == pytest.approx(value, rel=1e-12)
+        ref = KernelPCA(3, kernel="rbf", gamma=value, eigen_solver=solver).fit(X)
+        np.testing.assert_allclose(est.transform(X_TEST), ref.transform(X_TEST), rtol=1e-10,
+                                   atol=1e-12)
+    # Sparse X (dense solver): the same gamma.
+    assert KernelPCA(2, kernel="rbf", gamma="scale").fit(sp.csr_matrix(X)).gamma_ == \
+        pytest.approx(1 / (7 * X.var()), rel=1e-10)
+    with pytest.raises(ValueError, match="gamma='median' is not available with eigen_solver"):
+        KernelPCA(2, kernel="rbf", gamma="median", eigen_solver="matrix-free").fit(X)

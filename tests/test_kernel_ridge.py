@@ -462,3 +462,127 @@ def test_sparse_input_matches_dense(fmt, cls, kernel):
     ref = SkKernelRidge(alpha=getattr(est, "alpha_", 1.0), kernel=kernel).fit(Xs.toarray(), y)
     np.testing.assert_allclose(est.predict(Xts), ref.predict(Xts.toarray()), rtol=1e-8,
                                atol=1e-12)
+
+
+# ------------------------------------------- solver="incomplete_cholesky" and gamma strings
+
+@parametrize_with_checks(
+    [KernelRidge(kernel="rbf", solver="incomplete_cholesky", ichol_max_rank=15),
+     KernelRidge(kernel="poly", degree=2, solver="incomplete_cholesky", ichol_tol=0.0)],
+)
+def test_sklearn_compatible_incomplete_cholesky(estimator, check):
+    check(estimator)
+
+
+def _gamma_string_failures(estimator):
+    return dict.fromkeys(
+        ("check_sample_weight_equivalence_on_dense_data",
+         "check_sample_weight_equivalence_on_sparse_data"),
+        "a data-dependent gamma is resolved from the rows of X, so repeating rows "
+        "(the check's stand-in for weights) changes it, as with SVC's gamma='scale'")
+
+
+@parametrize_with_checks([KernelRidge(kernel="rbf", gamma="median"),
+                          KernelRidgeCV(kernel="laplacian", gamma="scale")],
+                         expected_failed_checks=_gamma_string_failures)
+def test_sklearn_compatible_gamma_strings(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("alpha", [0.3, [0.3, 2.0]])
+@pytest.mark.parametrize("params", [dict(kernel="rbf", gamma=0.2),
+                                    dict(kernel="laplacian", gamma=0.2),
+                                    dict(kernel="poly", degree=2, gamma=0.1, coef0=1.5)],
+                         ids=lambda p: p["kernel"])
+def test_incomplete_cholesky_at_full_rank_is_the_exact_solve(params, alpha, weighted):
+    sw = SW if weighted else None
+    n = X_TRAIN.shape[0]
+    exact = KernelRidge(alpha=alpha, **params).fit(X_TRAIN, Y2, sample_weight=sw)
+    low = KernelRidge(alpha=alpha, solver="incomplete_cholesky", ichol_tol=0.0,
+                      ichol_max_rank=n, **params).fit(X_TRAIN, Y2, sample_weight=sw)
+    scale = np.abs(exact.predict(X_TEST)).max()
+    np.testing.assert_allclose(low.predict(X_TEST), exact.predict(X_TEST), atol=1e-9 * scale)
+    np.testing.assert_allclose(low.predict(X_TRAIN), exact.predict(X_TRAIN), atol=1e-9 * scale)
+    np.testing.assert_allclose(low.dual_coef_, exact.dual_coef_,
+                               atol=1e-8 * np.abs(exact.dual_coef_).max())
+    # The Woodbury identity: G-space weights are G^T dual_coef_ (unweighted case).
+    if not weighted:
+        from fastkern.lowrank import incomplete_cholesky
+
+        G = incomplete_cholesky(X_TRAIN, tol=0.0, **params).G
+        np.testing.assert_allclose(G.T @ low.dual_coef_, low.ichol_coef_, atol=1e-8)
+
+
+def test_incomplete_cholesky_error_decreases_with_rank():
+    y = Y2[:, 0]
+    exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.2).fit(X_TRAIN, y).predict(X_TEST)
+    errors = []
+    for rank in (3, 10, 30, 60, 123):
+        low = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.2, solver="incomplete_cholesky",
+                          ichol_tol=0.0, ichol_max_rank=rank).fit(X_TRAIN, y)
+        assert low.ichol_pivots_.shape == (rank,) and low.ichol_coef_.shape == (rank,)
+        errors.append(np.abs(low.predict(X_TEST) - exact).max())
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-9 < errors[0]
+
+
+def test_incomplete_cholesky_1d_y_float32_and_tol():
+    X = X_TRAIN.astype(np.float32)
+    m = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.05, solver="incomplete_cholesky",
+                    ichol_tol=1e-3)
+    pred = m.fit(X, Y2[:, 0]).predict(X_TEST)
+    assert pred.shape == (29,) and m.dual_coef_.shape == (123,)
+    assert 0 < m.ichol_pivots_.size < 123
+    exact = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.05).fit(X_TRAIN, Y2[:, 0])
+    exact = exact.predict(X_TEST)
+    assert np.abs(pred - exact).max() < 0.05 * np.abs(exact).max()
+    # Refitting with the exact solver drops the low-rank model.
+    m.set_params(solver="auto").fit(X_TRAIN, Y2[:, 0])
+    assert m.ichol_coef_ is None
+    np.testing.assert_allclose(m.predict(X_TEST), exact, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("params, X, err, match", [
+    ({"solver": "cholesky"}, X_TRAIN, InvalidParameterError, "solver"),
+    ({"ichol_tol": -1.0}, X_TRAIN, InvalidParameterError, "ichol_tol"),
+    ({"ichol_max_rank": 0}, X_TRAIN, InvalidParameterError, "ichol_max_rank"),
+    ({"ichol_max_rank": 2.5}, X_TRAIN, InvalidParameterError, "ichol_max_rank"),
+    ({"kernel": "precomputed"}, X_TRAIN @ X_TRAIN.T, ValueError, "precomputed"),
+    ({"alpha": 0.0}, X_TRAIN, ValueError, "alpha > 0"),
+    ({}, __import__("scipy.sparse").sparse.csr_matrix(X_TRAIN), TypeError, "dense X"),
+])
+def test_incomplete_cholesky_bad_parameters(params, X, err, match):
+    with pytest.raises(err, match=match):
+        KernelRidge(**({"solver": "incomplete_cholesky"} | params)).fit(X, Y2)
+
+
+@pytest.mark.parametrize("Est", [KernelRidge, KernelRidgeCV])
+def test_gamma_scale_and_median_resolved_once_at_fit(Est):
+    from scipy import sparse
+
+    X = X_TRAIN * [1, 2, 3, 1, 0.5, 1]
+    scale = 1 / (X.shape[1] * X.var())
+    median = fastkern.estimate_gamma(X, random_state=0).gamma
+    for name, value in (("scale", scale), ("median", median)):
+        m = Est(kernel="rbf", gamma=name).fit(X, Y2)
+        assert m.gamma_ == pytest.approx(value, rel=1e-12)
+        ref = Est(kernel="rbf", gamma=value).fit(X, Y2)
+        # predict uses gamma_ of the training X, not one of the test X.
+        np.testing.assert_allclose(m.predict(X_TEST), ref.predict(X_TEST), rtol=1e-12)
+        # Sparse X: the same value.
+        assert Est(kernel="rbf", gamma=name).fit(sparse.csr_matrix(X), Y2).gamma_ == \
+            pytest.approx(value, rel=1e-10)
+    # A kernel without gamma ignores it; a number and None pass through.
+    assert Est(kernel="linear", gamma="median").fit(X, Y2).gamma_ is None
+    assert Est(kernel="rbf", gamma=0.5).fit(X, Y2).gamma_ == 0.5
+    assert Est(kernel="rbf").fit(X, Y2).gamma_ is None
+    with pytest.raises(InvalidParameterError, match="gamma"):
+        Est(kernel="rbf", gamma="mean").fit(X, Y2)
+
+
+def test_gamma_scale_of_constant_x_is_one():
+    X = np.ones((10, 3))
+    assert KernelRidge(kernel="rbf", gamma="scale").fit(X, np.arange(10.0)).gamma_ == 1.0
+    with pytest.raises(ValueError, match="all distances"):
+        KernelRidge(kernel="rbf", gamma="median").fit(X, np.arange(10.0))

@@ -366,3 +366,20 @@ def test_progress_reports_every_pass_from_0_to_1(kernel):
     again = KernelPCA(n_components=3, kernel=kernel, gamma=0.1, eigen_solver="matrix-free",
                       tol=1e-8).fit(X)
     np.testing.assert_allclose(again.eigenvalues_, est.eigenvalues_)
+
+
+@pytest.mark.parametrize("gamma", ["scale", "median"])
+def test_gamma_strings_resolved_once_on_the_training_data(gamma):
+    from fastkern._kernel_api import resolve_gamma
+
+    X = np.random.default_rng(8).normal(size=(300, 3)) * 5
+    value = resolve_gamma(gamma, X, "rbf")
+    dense = KernelPCA(3, kernel="rbf", gamma=value, eigen_solver="dense").fit(X)
+    for solver in ("matrix-free", "nystrom"):
+        est = KernelPCA(3, kernel="rbf", gamma=gamma, eigen_solver=solver, n_landmarks=300,
+                        random_state=0, tol=1e-12).fit(X)
+        assert est.gamma_ == value
+        np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-7)
+        # transform uses the training value, not one re-estimated on the new rows
+        np.testing.assert_allclose(np.abs(est.transform(X[:9] + 3)),
+                                   np.abs(dense.transform(X[:9] + 3)), rtol=1e-5, atol=1e-8)

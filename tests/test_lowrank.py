@@ -121,6 +121,69 @@ def test_one_and_two_threads_give_identical_factors(dtype):
     np.testing.assert_array_equal(one.residual_trace, two.residual_trace)
 
 
+@pytest.mark.parametrize("n", [1, 2, 511, 512, 513, 1537])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_step_is_thread_independent_at_block_edges(n, kernel, dtype):
+    # 512-row blocks: partial, exact and one-over sizes; poly takes the generic column.
+    X = _data(n, 16, dtype, seed=n)
+    res = [incomplete_cholesky(X, kernel, gamma=0.05, tol=0.0, max_rank=40, n_threads=t)
+           for t in (1, 2)]
+    np.testing.assert_array_equal(res[0].pivots, res[1].pivots)
+    np.testing.assert_array_equal(res[0].G, res[1].G)
+    np.testing.assert_array_equal(res[0].residual_trace, res[1].residual_trace)
+    np.testing.assert_array_equal(res[0].max_residual, res[1].max_residual)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_fused_column_matches_the_gram_path(kernel):
+    # The kernel object goes through the generic column (fastkern's Gram code);
+    # the string through the fused direct-difference step.
+    X = _data(600, 9, seed=15)
+    obj = kernels.RBF(gamma=0.1) if kernel == "rbf" else kernels.Laplacian(gamma=0.1)
+    fused = incomplete_cholesky(X, kernel, gamma=0.1, tol=1e-9, max_rank=60)
+    generic = incomplete_cholesky(X, obj * 1.0, tol=1e-9, max_rank=60)
+    np.testing.assert_array_equal(fused.pivots, generic.pivots)
+    np.testing.assert_allclose(fused.G, generic.G, atol=1e-10)
+    # And a bare RBF/Laplacian object takes the fused path with its own gamma.
+    np.testing.assert_array_equal(incomplete_cholesky(X, obj, tol=1e-9, max_rank=60).G,
+                                  fused.G)
+
+
+def test_fused_column_has_no_cancellation_far_from_the_origin():
+    # Rows near a common offset of 1e4: |x|^2 - 2 x.y + |y|^2 would lose every
+    # digit; direct differences are exact.
+    Z = _data(300, 4, seed=16)
+    X = Z + 1e4
+    res = incomplete_cholesky(X, "rbf", gamma=0.5, tol=1e-10)
+    K = np.exp(-0.5 * np.sum((Z[:, None, :] - Z[None, :, :]) ** 2, axis=-1))
+    assert np.abs(K - res.G @ res.G.T).max() <= 1e-10 + 1e-12
+    np.testing.assert_array_equal(res.pivots, incomplete_cholesky(Z, "rbf", gamma=0.5,
+                                                                  tol=1e-10).pivots)
+
+
+def test_ties_go_to_the_first_row():
+    # Repeated rows: every residual is tied at each step between the copies.
+    X = np.repeat(_data(30, 3, seed=17), 2, axis=0)
+    res = incomplete_cholesky(X, "rbf", gamma=0.3, tol=1e-12, n_threads=2)
+    assert res.pivots[0] == 0
+    assert np.all(res.pivots % 2 == 0) and len(res.pivots) == 30
+
+
+def test_gamma_scale_and_median():
+    X = _data(200, 5, seed=18) * [1, 2, 3, 4, 5]
+    for name, value in (("scale", 1 / (5 * X.var())),
+                        ("median", estimate_gamma(X, random_state=0).gamma)):
+        a = incomplete_cholesky(X, "rbf", gamma=name, max_rank=30)
+        b = incomplete_cholesky(X, "rbf", gamma=value, max_rank=30)
+        np.testing.assert_array_equal(a.G, b.G)
+    # A kernel without gamma ignores it.
+    np.testing.assert_array_equal(incomplete_cholesky(X, "linear", gamma="median").G,
+                                  incomplete_cholesky(X, "linear").G)
+    with pytest.raises(ValueError, match="gamma must be"):
+        incomplete_cholesky(X, "rbf", gamma="mean")
+
+
 @pytest.mark.parametrize("tol", [1e-6, 0.0])
 def test_exactly_rank_deficient_kernels_stop_at_their_rank(tol):
     X = _data(300, 5, seed=6)
@@ -308,3 +371,18 @@ def test_stored_kernlab_references_are_current(tmp_path):
     subprocess.run(["Rscript", str(DATA / "make_kernlab_refs.R"), str(out)], check=True,
                    capture_output=True, timeout=300)
     assert json.loads(out.read_text()) == REFS
+
+
+def test_thread_chooser_follows_the_faster_count_and_probes_the_other():
+    from fastkern.lowrank import PROBE_EVERY, _ThreadChooser
+
+    c = _ThreadChooser(2)
+    assert c.pick(1) == 2
+    c.record(2, 2.0, 1)
+    assert c.pick(2) == 1
+    c.record(1, 1.0, 1)
+    assert [c.pick(k) for k in range(3, 6)] == [1, 1, 1]
+    assert c.pick(PROBE_EVERY) == 2      # the other count is re-timed
+    c.record(2, 0.1, 1)                  # and wins now
+    assert c.pick(PROBE_EVERY + 1) == 2
+    assert _ThreadChooser(1).pick(PROBE_EVERY) == 1

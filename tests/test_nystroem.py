@@ -191,3 +191,36 @@ def test_sparse_input_matches_dense(fmt, params):
     ref = SkNystroem(n_components=12, random_state=0, **params).fit(Xs.toarray())
     assert sparse.issparse(ours.components_)
     assert_allclose(ours.transform(Xts), ref.transform(Xts.toarray()), rtol=1e-7, atol=1e-9)
+
+
+# ----------------------------------------------------------- gamma="scale" and "median"
+
+@parametrize_with_checks([Nystroem(gamma="scale", n_components=5),
+                          Nystroem(kernel="laplacian", gamma="median", n_components=5)],
+                         expected_failed_checks=lambda est: dict.fromkeys(
+                             ("check_sample_weight_equivalence_on_dense_data",
+                              "check_sample_weight_equivalence_on_sparse_data"),
+                             "a data-dependent gamma is resolved from the rows of X"))
+def test_sklearn_compatible_gamma_strings(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+def test_gamma_scale_and_median_resolved_once_at_fit(fmt):
+    import fastkern
+
+    X = X_TRAIN * np.arange(1, 6)
+    Xf = sparse.csr_matrix(X) if fmt == "csr" else X
+    for name, value in (("scale", 1 / (5 * X.var())),
+                        ("median", fastkern.estimate_gamma(X, random_state=0).gamma)):
+        est = Nystroem(gamma=name, n_components=20, random_state=0).fit(Xf)
+        assert est.gamma_ == pytest.approx(value, rel=1e-10)
+        # The landmark kernel and transform use the value from all of the training X.
+        ref = Nystroem(gamma=value, n_components=20, random_state=0).fit(X)
+        assert_allclose(est.transform(X_TEST), ref.transform(X_TEST), rtol=1e-9, atol=1e-12)
+        sk = SkNystroem(gamma=value, n_components=20, random_state=0).fit(X)
+        assert_allclose(est.transform(X_TEST), sk.transform(X_TEST), rtol=1e-7, atol=1e-9)
+    with pytest.raises(InvalidParameterError, match="'gamma' parameter"):
+        Nystroem(gamma="auto").fit(X)
+    with pytest.raises(ValueError, match="callable"):
+        Nystroem(kernel=_sq_callable, gamma="scale").fit(X)

@@ -572,3 +572,96 @@ def test_ksir_sparse_equals_dense(fmt, n_basis):
     ref = KernelSIR(**common).fit(Xs.toarray(), y)
     np.testing.assert_allclose(est.transform(Xts), ref.transform(Xts.toarray()), rtol=1e-8,
                                atol=1e-10)
+
+
+# ------------------------------------ basis="incomplete_cholesky" and gamma="scale"/"median"
+
+def _gamma_string_failures(estimator):
+    if estimator.gamma in ("scale", "median"):
+        return dict.fromkeys(
+            ("check_sample_weight_equivalence_on_dense_data",
+             "check_sample_weight_equivalence_on_sparse_data"),
+            "a data-dependent gamma is resolved from the rows of X")
+    return {}
+
+
+@parametrize_with_checks([
+    KernelSIR(basis="incomplete_cholesky", n_basis=12, n_threads=1),
+    KernelSIR(gamma="median", n_threads=1),
+    KernelSIR(gamma="scale", n_basis=10, random_state=0, n_threads=1),
+], expected_failed_checks=_gamma_string_failures)
+@pytest.mark.filterwarnings("ignore:only 1 KernelSIR component")
+def test_sklearn_compatible_ichol_and_gamma_strings(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("params", [dict(kernel="rbf", gamma=0.3),
+                                    dict(kernel="laplacian", gamma=0.2),
+                                    dict(kernel="poly", degree=2, gamma=0.1)],
+                         ids=lambda p: p["kernel"])
+def test_ichol_basis_at_full_rank_is_the_full_problem(params):
+    rng = np.random.default_rng(21)
+    X, y = sin_data(rng, 157)
+    X /= 3
+    Xt = rng.uniform(0, 2, (23, 5))
+    full = KernelSIR(3, **params).fit(X, y)
+    low = KernelSIR(3, basis="incomplete_cholesky", ichol_tol=0.0, n_basis=157, **params)
+    low.fit(X, y)
+    np.testing.assert_allclose(low.eigenvalues_, full.eigenvalues_, atol=1e-8)
+    assert_equal_up_to_sign(low.transform(Xt), full.transform(Xt), rtol=1e-6)
+
+
+def test_ichol_basis_error_decreases_with_rank_and_uses_the_pivots():
+    from fastkern.lowrank import incomplete_cholesky
+
+    rng = np.random.default_rng(22)
+    X, y = sin_data(rng, 300)
+    full = KernelSIR(2, gamma=0.3).fit(X, y)
+    errors = []
+    for m in (5, 20, 80, 300):
+        low = KernelSIR(2, gamma=0.3, basis="incomplete_cholesky", ichol_tol=0.0,
+                        n_basis=m).fit(X, y)
+        pivots = incomplete_cholesky(X, gamma=0.3, tol=0.0, max_rank=m).pivots
+        np.testing.assert_array_equal(low.basis_indices_, np.sort(pivots))
+        np.testing.assert_array_equal(low.X_fit_, X[np.sort(pivots)])
+        errors.append(np.abs(low.eigenvalues_ - full.eigenvalues_).max())
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 1e-8 < errors[0]
+    # tol alone: a linear kernel on 5 features stops at rank 5.
+    lin = KernelSIR(2, kernel="linear", basis="incomplete_cholesky").fit(X, y)
+    assert lin.basis_indices_.shape == (5,)
+
+
+@pytest.mark.parametrize("params, X, err, match", [
+    (dict(basis="nystrom"), None, InvalidParameterError, "'basis' parameter"),
+    (dict(ichol_tol=-1.0), None, InvalidParameterError, "'ichol_tol' parameter"),
+    (dict(kernel="precomputed"), "gram", ValueError, "precomputed"),
+    (dict(), "sparse", TypeError, "dense X"),
+])
+def test_ichol_basis_bad_parameters(params, X, err, match):
+    from scipy import sparse
+
+    rng = np.random.default_rng(23)
+    Xd, y = sin_data(rng, 40)
+    X = {None: Xd, "gram": Xd @ Xd.T, "sparse": sparse.csr_matrix(Xd)}[X]
+    with pytest.raises(err, match=match):
+        KernelSIR(**({"basis": "incomplete_cholesky"} | params)).fit(X, y)
+
+
+@pytest.mark.parametrize("n_basis", [None, 30])
+def test_gamma_scale_and_median_resolved_once_at_fit(n_basis):
+    import fastkern
+
+    rng = np.random.default_rng(24)
+    X, y = sin_data(rng, 120)
+    Xt = rng.uniform(0, 6, (17, 5))
+    for name, value in (("scale", 1 / (5 * X.var())),
+                        ("median", fastkern.estimate_gamma(X, random_state=0).gamma)):
+        est = KernelSIR(2, gamma=name, n_basis=n_basis, random_state=0).fit(X, y)
+        assert est.gamma_ == pytest.approx(value, rel=1e-12)
+        ref = KernelSIR(2, gamma=value, n_basis=n_basis, random_state=0).fit(X, y)
+        np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), rtol=1e-10,
+                                   atol=1e-12)
+    assert KernelSIR(2, kernel="linear", gamma="median").fit(X, y).gamma_ is None
+    with pytest.raises(InvalidParameterError, match="'gamma' parameter"):
+        KernelSIR(gamma="auto").fit(X, y)
