@@ -90,7 +90,8 @@ def _release_when(marker):
 
 
 def _kpca(**kw):
-    return KernelPCA(4, kernel="rbf", gamma=0.3, eigen_solver="matrix-free", random_state=0, **kw)
+    params = dict(kernel="rbf", gamma=0.3, eigen_solver="matrix-free", random_state=0)
+    return KernelPCA(4, **{**params, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -401,3 +402,14 @@ def test_lost_cluster_raises_within_the_deadline(data, lost):
         finally:
             _within(WATCHDOG, c.close, timeout=TIMEOUT)
             _within(WATCHDOG, cluster.close, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("gamma", ["scale", "median"])
+def test_gamma_strings_on_the_cluster_match_in_process(client, data, gamma):
+    X, Xt, _ = data
+    ref = _kpca(gamma=gamma).fit(X)
+    est = _kpca(gamma=gamma).fit(X, client=client, timeout=TIMEOUT)
+    assert est.gamma_ == ref.gamma_
+    _assert_same_fit(est, ref)
+    P = large_n.transform_kernel_pca(est, Xt, client=client, timeout=TIMEOUT)
+    np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
