@@ -13,6 +13,14 @@ KernelRidge fit from X) are each implemented four ways:
 With n_threads set, BLAS is held to the same number of threads for every
 implementation.
 
+Peers (:data:`PEERS`), each run only when its package is importable: the
+RBF Gram a user would otherwise write with numba (a parallel jitted loop),
+numexpr (BLAS X X^T, then one numexpr expression) and, for the product
+K @ V with V of :data:`MATVEC_COLUMNS` columns ("matvec"), pykeops on the
+CPU, a reduction library that never materialises the Gram, against
+fastkern's matrix-free product.  JIT compilation (numba) and pykeops' C++
+build happen in the untimed warm-up run of each measurement.
+
 Peak memory is the increase of the process's peak resident set size over its
 resident size just before the call, measured in a fresh process per
 measurement: the peak-RSS counter of the child is reset through
@@ -38,8 +46,14 @@ TASK_TITLES = {
     "center": "centering",
     "kpca": "KernelPCA",
     "ridge": "KernelRidge",
+    "matvec": "RBF K @ V",
 }
 IMPLS = ("naive", "numpy", "sklearn", "fastkern")
+PEERS = ("numba", "numexpr", "pykeops")
+# The tasks each peer implements.  pykeops has no dense-Gram output: its
+# natural use, and the honest comparison, is the kernel product K @ V.
+PEER_TASKS = {"numba": ("gram",), "numexpr": ("gram",), "pykeops": ("matvec",)}
+MATVEC_COLUMNS = 5
 N_FEATURES = 16
 N_COMPONENTS = 5
 RIDGE_ALPHA = 1.0
@@ -58,6 +72,9 @@ _PRELOAD = [
     "sklearn.metrics.pairwise",
     "sklearn.preprocessing",
     "fastkern._bench",
+    # Optional peers: the fork server skips those that are not installed.
+    "numexpr",
+    "numba",
 ]
 
 
@@ -133,6 +150,157 @@ def numpy_ridge(K, y, alpha):
     return np.linalg.solve(K, y)
 
 
+# ---------------------------------------------------------------- peers
+# What a competent user would write with each package.  Imports are lazy:
+# every peer is optional.
+
+_numba_functions = None
+
+
+def _numba_kernels():
+    """The jitted RBF Gram functions, compiled on first call (cached on disk)."""
+    global _numba_functions
+    if _numba_functions is None:
+        import numba
+
+        @numba.njit(parallel=True, fastmath=False, cache=True)
+        def loop(X, gamma):
+            n, d = X.shape
+            K = np.empty((n, n))
+            for i in numba.prange(n):
+                for j in range(n):
+                    s = 0.0
+                    for k in range(d):
+                        t = X[i, k] - X[j, k]
+                        s += t * t
+                    K[i, j] = np.exp(-gamma * s)
+            return K
+
+        @numba.njit(parallel=True, fastmath=False, cache=True)
+        def dot(X, gamma):
+            n = X.shape[0]
+            sq = np.empty(n)
+            for i in range(n):
+                sq[i] = np.dot(X[i], X[i])
+            K = np.dot(X, X.T)
+            for i in numba.prange(n):
+                for j in range(n):
+                    K[i, j] = np.exp(-gamma * max(sq[i] + sq[j] - 2.0 * K[i, j], 0.0))
+            return K
+
+        _numba_functions = {"loop": loop, "dot": dot}
+    return _numba_functions
+
+
+# The numba variant `fastkern bench` runs: of the two above, the faster at
+# N=8000 d=16 on 2 cores (the BLAS product plus a parallel exp pass).
+NUMBA_VARIANT = "dot"
+
+
+def numba_rbf_gram(X, gamma, *, variant=NUMBA_VARIANT):
+    """RBF Gram by a numba-jitted parallel loop (prange over rows).
+
+    variant "loop": the direct triple loop, sum over features of (x - z)^2;
+    "dot": |x|^2 + |z|^2 - 2 x.z with the product by np.dot (BLAS).
+    """
+    return _numba_kernels()[variant](np.ascontiguousarray(X, dtype=np.float64), float(gamma))
+
+
+def numexpr_rbf_gram(X, gamma):
+    """BLAS X X^T, then exp(-gamma (|x|^2 + |z|^2 - 2 x.z)) by numexpr, in place."""
+    import numexpr
+
+    sq = np.einsum("ij,ij->i", X, X)
+    C = X @ X.T
+    return numexpr.evaluate("exp(-g * (a + b - 2.0 * C))", out=C,
+                            local_dict={"a": sq[:, None], "b": sq[None, :], "C": C,
+                                        "g": float(gamma)})
+
+
+def _pykeops_lazy_tensor():
+    # pykeops prints to stdout on import (no CUDA found) and when it builds a
+    # formula; that would land in the middle of the bench table.
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        import pykeops
+        from pykeops.numpy import LazyTensor
+
+    pykeops.set_verbose(False)
+    return LazyTensor
+
+
+def pykeops_rbf_matvec(X, V, gamma):
+    """K @ V by pykeops LazyTensors on the CPU: the Gram is never stored."""
+    LazyTensor = _pykeops_lazy_tensor()
+
+    x_i = LazyTensor(X[:, None, :])
+    x_j = LazyTensor(X[None, :, :])
+    K = (-gamma * ((x_i - x_j) ** 2).sum(-1)).exp()
+    return K @ V
+
+
+def fastkern_rbf_matvec(X, V, gamma, n_threads=None):
+    """K @ V by fastkern's matrix-free tile loop (the large-N KernelPCA operator)."""
+    from fastkern.large_n import KernelOperator
+
+    return KernelOperator(X, kernel="rbf", gamma=gamma, n_threads=n_threads).matmat(V)
+
+
+def numpy_rbf_matvec(X, V, gamma):
+    """The Gram by scikit-learn, then one BLAS product: N x N memory."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    return rbf_kernel(X, gamma=gamma) @ V
+
+
+@contextlib.contextmanager
+def peer_threads(impl, n_threads):
+    """Hold a peer's own thread pool to n_threads (None: its default)."""
+    if n_threads is None:
+        yield
+        return
+    if impl == "numba":
+        import numba
+
+        before = numba.get_num_threads()
+        numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            yield
+        finally:
+            numba.set_num_threads(before)
+    elif impl == "numexpr":
+        import numexpr
+
+        before = numexpr.set_num_threads(n_threads)
+        try:
+            yield
+        finally:
+            numexpr.set_num_threads(before)
+    elif impl == "pykeops":
+        # KeOps' CPU reductions are OpenMP loops with the default team size.
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=n_threads, user_api="openmp"):
+            yield
+    else:
+        yield
+
+
+def peer_status():
+    """{peer: None if its package is installed, else why it is skipped}."""
+    import importlib.util
+
+    status = {}
+    for name in PEERS:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        status[name] = None if found else f"not installed (pip install {name})"
+    return status
+
+
 # ---------------------------------------------------------------- tasks
 
 
@@ -142,12 +310,15 @@ def build(task, impl, n, *, d=N_FEATURES, n_threads=None):
     The inputs (and, for the centering task, the Gram matrix) are prepared
     here, outside what is timed.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    if impl not in IMPLS:
-        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if task not in TASKS + ("matvec",):
+        raise ValueError(f"task must be one of {TASKS + ('matvec',)}, got {task!r}")
+    if impl not in IMPLS + PEERS:
+        raise ValueError(f"impl must be one of {IMPLS + PEERS}, got {impl!r}")
     X, y = make_data(n, d)
     gamma = 1.0 / d
+
+    if impl in PEERS or task == "matvec":
+        return _build_peer(task, impl, X, gamma, n_threads)
 
     if task == "gram":
         if impl == "naive":
@@ -197,6 +368,29 @@ def build(task, impl, n, *, d=N_FEATURES, n_threads=None):
     from fastkern.kernel_ridge import KernelRidge
     est = KernelRidge(alpha=RIDGE_ALPHA, kernel="rbf", gamma=gamma, n_threads=n_threads)
     return lambda: est.fit(X, y)
+
+
+def _build_peer(task, impl, X, gamma, n_threads):
+    if task not in PEER_TASKS.get(impl, ("matvec",)) or (
+            task == "matvec" and impl not in ("pykeops", "sklearn", "fastkern")):
+        raise ValueError(f"impl {impl!r} does not implement task {task!r}")
+    if task == "matvec":
+        V = np.random.default_rng(1).standard_normal((X.shape[0], MATVEC_COLUMNS))
+        if impl == "fastkern":
+            return lambda: fastkern_rbf_matvec(X, V, gamma, n_threads)
+        if impl == "sklearn":
+            return lambda: numpy_rbf_matvec(X, V, gamma)
+        fn = pykeops_rbf_matvec
+        args = (X, V, gamma)
+    else:
+        fn = numba_rbf_gram if impl == "numba" else numexpr_rbf_gram
+        args = (X, gamma)
+
+    def run():
+        with peer_threads(impl, n_threads):
+            return fn(*args)
+
+    return run
 
 
 # ---------------------------------------------------------------- memory
@@ -426,6 +620,89 @@ def add_speedups(results):
     return results
 
 
+def plan_peers(sizes, status):
+    """(task, impl, n) of the installed peers, with fastkern's K @ V next to pykeops'."""
+    jobs = []
+    for n in sizes:
+        for peer in PEERS:
+            if status.get(peer) is None:
+                jobs += [(task, peer, n) for task in PEER_TASKS[peer]]
+        if any(t == "matvec" and m == n for t, _, m in jobs):
+            jobs.append(("matvec", "fastkern", n))
+    return jobs
+
+
+def run_peers(sizes, results, *, status=None, d=N_FEATURES, n_threads=None, min_time=0.2,
+              max_repeat=5, progress=None):
+    """Measure the installed peers; (rows, skipped).
+
+    results: run_suite's rows, whose fastkern Gram times the peers' Gram
+    times are compared with.  Each row gets fastkern_speedup = its time over
+    fastkern's on the same task and size.  skipped maps a peer to the reason
+    it did not run: not installed, or its first measurement failed (e.g.
+    pykeops without a working C++ compiler).
+    """
+    status = peer_status() if status is None else dict(status)
+    jobs = plan_peers(sizes, status)
+    rows = []
+    for i, (task, impl, n) in enumerate(jobs):
+        if status.get(impl) is not None or (task == "matvec" and status.get("pykeops")):
+            continue
+        if progress is not None:
+            progress(i, len(jobs), task, impl, n)
+        try:
+            rows.append(measure(task, impl, n, d=d, n_threads=n_threads, min_time=min_time,
+                                max_repeat=max_repeat))
+        except MeasurementError as exc:
+            if impl not in PEERS:
+                raise
+            status[impl] = f"failed: {exc}"
+            rows = [r for r in rows if r["impl"] != impl]
+    ref = {(r["task"], r["n"]): r["time_s"] for r in list(results) + rows
+           if r["impl"] == "fastkern"}
+    for r in rows:
+        base = ref.get((r["task"], r["n"]))
+        r["fastkern_speedup"] = None if base is None else r["time_s"] / base
+    if not any(r["impl"] == "pykeops" for r in rows):
+        rows = [r for r in rows if r["task"] != "matvec"]
+    skipped = {k: v for k, v in status.items() if v is not None}
+    return rows, skipped
+
+
+PEERS_NOTE = (
+    "peers: RBF Gram (N x N, float64) by numba (@njit(parallel=True) loop: BLAS X X^T, then "
+    "a prange pass for the exp) and numexpr (BLAS X X^T, then numexpr.evaluate of the exp); "
+    f"pykeops cannot store a Gram, so it is timed on K @ V (V: N x {MATVEC_COLUMNS}, LazyTensor "
+    "reduction on the CPU) against fastkern's matrix-free product, which also never stores K. "
+    "Each peer uses --threads threads; numba's JIT and pykeops' C++ build run in an untimed "
+    "warm-up call.")
+
+
+def format_peers(rows, skipped):
+    """The peers' table: time, and how many times faster fastkern is on the same task and N."""
+    header = (f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} "
+              f"{'fastkern faster':>16} {'peak mem':>10}")
+    lines = [header, "-" * len(header)]
+    order = PEERS + ("fastkern",)
+    for task in ("gram", "matvec"):
+        sel = sorted((r for r in rows if r["task"] == task),
+                     key=lambda r: (r["n"], order.index(r["impl"])))
+        for r in sel:
+            sp = r.get("fastkern_speedup")
+            sp = "" if sp is None or r["impl"] == "fastkern" else f"{sp:.3g}x"
+            lines.append(f"{TASK_TITLES[task]:<12} {r['n']:>6}  {r['impl']:<14} "
+                         f"{_fmt_time(r['time_s']):>10} {sp:>16} "
+                         f"{_fmt_bytes(r['peak_bytes']):>10}")
+        if sel:
+            lines.append("")
+    if not rows:
+        lines.append("(no peer installed)")
+    for name in PEERS:
+        if name in skipped:
+            lines.append(f"skipped {name}: {skipped[name]}")
+    return "\n".join(lines).rstrip("\n")
+
+
 def machine_info(n_threads=None):
     """config_info() plus the thread counts the measurements use and the memory method."""
     from fastkern import config_info
@@ -492,15 +769,21 @@ def format_table(results):
     return "\n".join(lines).rstrip("\n")
 
 
-def write_json(path, results, info, sizes):
+def write_json(path, results, info, sizes, peers=None):
+    """peers: (rows, skipped) of run_peers, stored under "peers"."""
     doc = {"machine": info, "sizes": list(sizes), "n_features": N_FEATURES,
            "n_components": N_COMPONENTS, "ridge_alpha": RIDGE_ALPHA, "results": results}
+    if peers is not None:
+        doc["peers"] = {"results": peers[0], "skipped": peers[1],
+                        "matvec_columns": MATVEC_COLUMNS}
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
 
 
 def plot_results(results, path, info=None, format=None):
     """Time against N on log-log axes, one panel per task, one line per implementation.
+
+    results may include run_peers' rows: the Gram peers join the Gram panel.
 
     format: the image format when it is not path's extension.
     """
@@ -513,9 +796,10 @@ def plot_results(results, path, info=None, format=None):
     cols = min(2, len(tasks))
     rows = math.ceil(len(tasks) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4.2 * rows), squeeze=False)
-    markers = {"naive": "x", "numpy": "s", "sklearn": "o", "fastkern": "D"}
+    markers = {"naive": "x", "numpy": "s", "sklearn": "o", "fastkern": "D",
+               "numba": "^", "numexpr": "v", "pykeops": "P"}
     for ax, task in zip(axes.flat, tasks):
-        for impl in IMPLS:
+        for impl in IMPLS + PEERS:
             pts = sorted((r["n"], r["time_s"]) for r in results
                          if r["task"] == task and r["impl"] == impl)
             if pts:

@@ -961,23 +961,29 @@ def cmd_bench(args):
               f"({_bench.N_COMPONENTS} components), KernelRidge (alpha={_bench.RIDGE_ALPHA}); "
               f"naive loop at N={min(sizes)} only")
         print(_bench.MEMORY_NOTE[info["memory_method"]])
+        print(_bench.PEERS_NOTE)
         sys.stdout.flush()
         min_time = 0.02 if args.quick else 0.3
         try:
             results = _bench.run_suite(sizes, n_threads=args.threads, min_time=min_time,
                                        progress=_bench.progress_printer())
+            peers = _bench.run_peers(sizes, results, n_threads=args.threads,
+                                     min_time=min_time, progress=_bench.progress_printer())
         except _bench.MeasurementError as exc:
             raise CLIError(str(exc)) from None
         print()
         print(_bench.format_table(results))
+        print()
+        print(_bench.format_peers(*peers))
         if json_out is not None:
             try:
-                _bench.write_json(json_out.tmp, results, info, sizes)
+                _bench.write_json(json_out.tmp, results, info, sizes, peers)
             except OSError as exc:
                 raise CLIError(f"cannot write --json {args.json}: {exc.strerror or exc}") from None
         if plot_out is not None:
             try:
-                _bench.plot_results(results, plot_out.tmp, info, format=plot_out.format)
+                _bench.plot_results(results + peers[0], plot_out.tmp, info,
+                                    format=plot_out.format)
             except OSError as exc:
                 raise CLIError(f"cannot write --plot {args.plot}: {exc.strerror or exc}") from None
         outputs.commit()
@@ -1270,10 +1276,13 @@ def build_parser():
     cca.set_defaults(func=cmd_cca)
 
     bench = sub.add_parser(
-        "bench", parents=[common], help="time naive loop, NumPy, scikit-learn and fastkern",
+        "bench", parents=[common],
+        help="time naive loop, NumPy, scikit-learn, installed peers and fastkern",
         description="Time and peak memory of the RBF Gram (d=16), its centering, KernelPCA "
                     "(5 components) and KernelRidge for a naive Python loop (smallest size only), "
-                    "vectorised NumPy, scikit-learn and fastkern, side by side.")
+                    "vectorised NumPy, scikit-learn and fastkern, side by side; then the Gram by "
+                    "numba and numexpr, and K @ V by pykeops, for those installed "
+                    "(pip install fastkern[bench]); the others are listed as skipped.")
     bench.add_argument("--quick", action="store_true",
                        help=f"tiny sizes ({','.join(map(str, QUICK_SIZES))}), a few seconds")
     bench.add_argument("--sizes", type=_size_list, default=None, metavar="N1,N2,...",
