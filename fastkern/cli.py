@@ -948,9 +948,40 @@ def _cca(args, views, csv_out, say):
 QUICK_SIZES = [60, 120]
 
 
+def _bench_methods(args):
+    from fastkern import _bench, _bench_methods
+
+    if args.sizes or args.json or args.plot:
+        raise CLIError("--methods takes --quick and --threads only (its sizes are fixed)")
+    print(_bench.describe_machine(_bench.machine_info(args.threads)))
+    print("methods against the library a user would otherwise pick (fastest of 3 alternating "
+          "calls in this process; peers that are not installed are skipped)")
+    sys.stdout.flush()
+
+    def progress(name):
+        print(f"[fastkern bench] {name} ...", file=sys.stderr, flush=True)
+
+    with _bench.blas_threads(args.threads), _threads_limit(args.threads):
+        rows = _bench_methods.run(scale=0.05 if args.quick else 1.0,
+                                  rounds=1 if args.quick else 3, progress=progress)
+    print()
+    print(_bench_methods.format_rows(rows))
+    return 0
+
+
+def _threads_limit(n_threads):
+    from threadpoolctl import threadpool_limits
+
+    if n_threads is None:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=n_threads, user_api="openmp")
+
+
 def cmd_bench(args):
     from fastkern import _bench
 
+    if args.methods:
+        return _bench_methods(args)
     with _Outputs() as outputs:
         json_out = outputs.add(args.json, "--json")
         plot_out = outputs.add(args.plot, "--plot", plot=True)
@@ -1287,6 +1318,9 @@ def build_parser():
                        help=f"tiny sizes ({','.join(map(str, QUICK_SIZES))}), a few seconds")
     bench.add_argument("--sizes", type=_size_list, default=None, metavar="N1,N2,...",
                        help="sample counts (default: 1000,4000,8000)")
+    bench.add_argument("--methods", action="store_true",
+                       help="instead: kernel CCA, MMD/HSIC tests, chi2, string and graph kernels "
+                            "against cca-zoo, hyppo, scikit-learn and grakel where installed")
     bench.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
     bench.add_argument("--plot", default=None, metavar="FILE",
                        help="plot time against N (log-log), one panel per task")

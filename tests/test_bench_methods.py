@@ -1,0 +1,44 @@
+"""fastkern bench --methods: each case computes what its peer computes; absent peers skip."""
+import importlib.util
+
+import pytest
+
+from fastkern import _bench_methods
+
+from test_cli import fastkern
+
+
+def test_every_installed_case_agrees_with_its_peer_and_absent_ones_are_skipped():
+    rows = _bench_methods.run(scale=0.02, rounds=1)
+    assert [r["name"] for r in rows] == [c.name for c in _bench_methods.CASES]
+    for case, row in zip(_bench_methods.CASES, rows):
+        if importlib.util.find_spec(case.package) is None:
+            assert row["skipped"] == f"not installed (pip install {_bench_methods.PIP[case.package]})"
+            continue
+        assert row["difference"] < 1e-9, row
+        assert row["fastkern"] > 0 and row["peer_seconds"] > 0
+        assert row["ratio"] == pytest.approx(row["peer_seconds"] / row["fastkern"])
+    # scikit-learn is a dependency: its cases always run.
+    assert all("skipped" not in r for r in rows if "scikit-learn" in r["peer"])
+
+
+def test_cli_methods_table_lists_skipped_peers(tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("cca_zoo", "hyppo", "grakel")
+                        else real(name, *a))
+    proc = fastkern("bench", "--methods", "--quick", "--threads", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "| method | size | fastkern | peer | peer time | fastkern faster | largest difference |" \
+        in lines
+    assert sum(line.startswith("| chi2 Gram | N=") for line in lines) == 1
+    assert "skipped kernel CCA fit vs cca-zoo KCCA: not installed (pip install cca-zoo)" in lines
+    assert sum(line.startswith("skipped ") for line in lines) == 4
+
+
+def test_cli_methods_refuses_grid_options(tmp_path):
+    proc = fastkern("bench", "--methods", "--json", tmp_path / "x.json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--methods takes --quick and --threads only" in proc.stderr
+    assert not (tmp_path / "x.json").exists()
