@@ -595,6 +595,15 @@ class MinMax(_SetKernel):
 
 
 # --------------------------------------------------------------------------- graphs
+class _Neighbours:
+    """A checked graph's adjacency: CSR neighbour lists (sorted), nothing else."""
+
+    __slots__ = ("indptr", "indices")
+
+    def __init__(self, indptr, indices):
+        self.indptr, self.indices = indptr, indices
+
+
 class WeisfeilerLehman(StructuredKernel):
     """Weisfeiler-Lehman subtree kernel (Shervashidze et al., 2011), vertex-histogram base.
 
@@ -643,13 +652,12 @@ class WeisfeilerLehman(StructuredKernel):
             raise ValueError(f"{name} must be a pair (adjacency, node_labels), got "
                              f"{len(item)} elements")
         A, labels = item
+        if isinstance(A, _Neighbours):
+            return item  # checked before (the estimators keep checked training graphs)
         if labels is None:
             raise ValueError(f"{name} has no node labels (None); WeisfeilerLehman needs "
                              "(adjacency, node_labels)")
-        if sp.issparse(A):
-            # A copy: eliminate_zeros below must not touch the caller's matrix.
-            A = sp.csr_matrix(A, copy=True)
-        else:
+        if not sp.issparse(A):
             A = np.asarray(A)
             if A.dtype.kind not in "biuf":
                 raise TypeError(f"{name}: the adjacency matrix must be numeric, got dtype "
@@ -657,12 +665,22 @@ class WeisfeilerLehman(StructuredKernel):
             if A.ndim != 2:
                 raise ValueError(f"{name}: the adjacency matrix must be 2-D, got shape "
                                  f"{A.shape}")
-            A = sp.csr_matrix(A)
         n = A.shape[0]
         if A.shape != (n, n) or n == 0:
             raise ValueError(f"{name}: the adjacency matrix must be square and non-empty, "
                              f"got shape {A.shape}")
-        A.eliminate_zeros()
+        if sp.issparse(A):
+            # A copy: eliminate_zeros must not touch the caller's matrix.
+            A = sp.csr_matrix(A, copy=True)
+            A.eliminate_zeros()
+            A.sort_indices()
+            A = _Neighbours(A.indptr, A.indices)
+        else:
+            # Neighbour lists straight from the dense matrix: a scipy matrix per
+            # small graph cost more than the whole relabelling.
+            nonzero = A != 0
+            A = _Neighbours(np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]),
+                            np.nonzero(nonzero)[1])
         if isinstance(labels, Mapping):
             if set(labels) != set(range(n)):
                 raise ValueError(f"{name}: the node-label dict must have the keys 0..{n - 1}")
@@ -688,17 +706,20 @@ class WeisfeilerLehman(StructuredKernel):
 
     def _features(self, X, Y):
         graphs = list(X) if Y is None else list(X) + list(Y)
-        sizes = np.array([A.shape[0] for A, _ in graphs], dtype=np.int64)
+        sizes = np.array([A.indptr.size - 1 for A, _ in graphs], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)])
-        # All graphs as one block-diagonal adjacency: node v of graph g is
-        # starts[g] + v, and one pass relabels every node of every graph.
-        A = sp.block_diag([A for A, _ in graphs], format="csr")
-        A.sort_indices()
+        # All graphs as one block-diagonal adjacency (CSR arrays, neighbours
+        # sorted): node v of graph g is starts[g] + v, and one pass relabels
+        # every node of every graph.
+        edges = np.cumsum([0] + [A.indptr[-1] for A, _ in graphs])
+        indptr = np.concatenate([[0]] + [A.indptr[1:] + e for (A, _), e
+                                         in zip(graphs, edges)]).astype(np.int64)
+        indices = np.concatenate([np.zeros(0, np.int64)] + [
+            A.indices.astype(np.int64) + start for (A, _), start in zip(graphs, starts)])
         vocab = {}
         current = np.array([vocab.setdefault((0, v), len(vocab))
                             for _, lab in graphs for v in lab], dtype=np.int64)
         histograms = [current]
-        indptr, indices = A.indptr, A.indices
         for h in range(1, self.n_iter + 1):
             neigh = current[indices]
             new = np.empty_like(current)
