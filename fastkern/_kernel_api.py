@@ -166,7 +166,9 @@ def structured_kernel(kernel):
 # Estimator options that only make sense for vectors (KernelPCA's pre-images
 # and large-N solvers evaluate kernels on vectors they build themselves).
 _VECTOR_ONLY_OPTIONS = {"fit_inverse_transform": (True,),
-                        "eigen_solver": ("matrix-free", "nystrom")}
+                        "eigen_solver": ("matrix-free", "nystrom", "incomplete_cholesky"),
+                        "solver": ("incomplete_cholesky", "inchol"),
+                        "basis": ("incomplete_cholesky",)}
 
 
 def validate_input(estimator, X="no_validation", y="no_validation", *, reset=True,

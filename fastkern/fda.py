@@ -16,10 +16,10 @@ from sklearn.base import (BaseEstimator, ClassifierMixin, ClassNamePrefixFeature
                           TransformerMixin, _fit_context)
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma
+from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -242,7 +242,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         """
         # The incomplete Cholesky reads dense rows: scikit-learn's own message for
         # sparse input then says that dense data is required.
-        X, y = validate_data(self, X, y, accept_sparse=self._sparse_formats(),
+        X, y = validate_input(self, X, y, accept_sparse=self._sparse_formats(),
                              dtype=np.float64, ensure_min_samples=2, y_numeric=False)
         self._fit_gamma = resolve_gamma(self.gamma, X, self.kernel)
         check_classification_targets(y)
@@ -401,8 +401,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
     def _project(self, X):
         """Projections of X on every identifiable direction (n_samples, n_discriminants)."""
         check_is_fitted(self, "dual_coef_")
-        X = validate_data(self, X, accept_sparse=self._sparse_formats(), dtype=np.float64,
-                          reset=False)
+        X = validate_input(self, X, accept_sparse=self._sparse_formats(), dtype=np.float64,
+                           reset=False)
         precomputed = self._precomputed()
         if precomputed and sparse.issparse(X):
             X = X.toarray()

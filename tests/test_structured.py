@@ -511,3 +511,28 @@ def test_structured_kernels_are_reachable_from_fastkern_kernels():
     assert kernels.WeisfeilerLehman is fastkern.structured.WeisfeilerLehman
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         kernels.Nope
+
+
+def test_kernel_fda_on_strings_matches_the_precomputed_gram():
+    rng = np.random.default_rng(0)
+    docs = (["".join(r) for r in rng.choice(list("ab"), size=(30, 12))]
+            + ["".join(r) for r in rng.choice(list("bc"), size=(30, 12))])
+    y = np.repeat([0, 1], 30)
+    kern = Spectrum(k=2)
+    est = fastkern.KernelFDA(kernel=kern).fit(docs, y)
+    ref = fastkern.KernelFDA(kernel="precomputed").fit(kern(docs), y)
+    np.testing.assert_allclose(est.transform(docs[:5]), ref.transform(kern(docs[:5], docs)),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(est.predict(docs), ref.predict(kern(docs, docs)))
+
+
+@pytest.mark.parametrize("make", [
+    lambda k: KernelRidge(kernel=k, solver="incomplete_cholesky"),
+    lambda k: fastkern.KernelFDA(kernel=k, solver="inchol"),
+    lambda k: KernelPCA(kernel=k, eigen_solver="incomplete_cholesky"),
+    lambda k: KernelSIR(kernel=k, basis="incomplete_cholesky"),
+])
+def test_low_rank_solvers_refuse_non_vector_samples_by_name(make):
+    docs = ["ab", "ba", "abc", "cab", "bca", "acb"]
+    with pytest.raises(ValueError, match="needs vector samples"):
+        make(Spectrum(k=2)).fit(docs, [0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
