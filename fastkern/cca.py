@@ -76,10 +76,11 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
                           _fit_context)
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import STRING_KERNELS, kernel_constraints, kernel_gram, resolve_gamma
+from fastkern._kernel_api import (STRING_KERNELS, kernel_constraints, kernel_gram, resolve_gamma,
+                                  structured_kernel, validate_input)
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
@@ -230,10 +231,16 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if y is None:
             raise ValueError("KernelCCA requires y to be passed, but the target y is None "
                              "(y is the second view: fit(X, y))")
-        n_y = _num_samples(y)
+        kern = structured_kernel(_view_params(self, "y")["kernel"])
+        n_y = len(y) if kern is not None and hasattr(y, "__len__") else _num_samples(y)
         if n_y != n:
             raise ValueError(f"y has {n_y} samples but X has {n}: the two views must "
                              "describe the same samples (one row of each per sample)")
+        if kern is not None:
+            # Strings, sets or graphs: checked by their kernel, no feature count.
+            if reset:
+                self.n_features_y_ = None
+            return kern.check_samples(y, "y")
         y = check_array(y, accept_sparse=["csr", "csc"], dtype=np.float64, ensure_2d=False,
                         input_name="y", ensure_min_samples=1)
         if y.ndim == 1:
@@ -272,8 +279,8 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         n_x = _num_samples(X)
         y = self._check_y(y, n_x, reset=True)
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
-                          ensure_min_samples=2)
+        X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
+                           ensure_min_samples=2)
         n = X.shape[0]
         self._fit_gammas = {}
         kx, ky = _view_params(self, "x")["kernel"], _view_params(self, "y")["kernel"]
@@ -292,9 +299,15 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {solver!r}")
         if solver == "auto":
-            solver = "dense" if n <= AUTO_DENSE_MAX else "incomplete_cholesky"
+            structured = any(structured_kernel(_view_params(self, v)["kernel"]) is not None
+                             for v in ("x", "y"))
+            solver = "dense" if n <= AUTO_DENSE_MAX or structured else "incomplete_cholesky"
         if solver == "incomplete_cholesky":
             for name, A, kern in (("X", X, kx), ("y", y, ky)):
+                if structured_kernel(kern) is not None:
+                    raise ValueError(f"solver='incomplete_cholesky' needs vector samples; the "
+                                     f"kernel of {name}, {kern!r}, takes "
+                                     f"{kern._sample_kind}s: use solver='dense'")
                 if _is_precomputed(kern):
                     raise ValueError(f"solver='incomplete_cholesky' cannot use a precomputed "
                                      f"kernel for {name}: use solver='dense'")
@@ -441,7 +454,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         blas = self.n_threads if self.n_threads is None else n_threads
         if y is not None:
             y = self._check_y(y, _num_samples(X), reset=False)
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
+        X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_train = self.x_fit_means_.shape[0] if self.solver_ == "dense" else None
         X = self._check_precomputed(X, "X", _view_params(self, "x")["kernel"], n_train)
         with blas_limit(blas):

@@ -536,3 +536,26 @@ def test_low_rank_solvers_refuse_non_vector_samples_by_name(make):
     docs = ["ab", "ba", "abc", "cab", "bca", "acb"]
     with pytest.raises(ValueError, match="needs vector samples"):
         make(Spectrum(k=2)).fit(docs, [0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+
+
+def test_kernel_cca_with_a_string_view_matches_the_precomputed_gram():
+    rng = np.random.default_rng(0)
+    docs = ["".join(r) for r in rng.choice(list("abc"), size=(50, 12))]
+    Y = np.array([[d.count("a"), d.count("b")] for d in docs], float)
+    Y += 0.1 * rng.standard_normal(Y.shape)
+    kern = Spectrum(k=2)
+    est = fastkern.KernelCCA(kernel=kern, kernel_y="rbf", gamma_y=0.5,
+                             regularization=1.0).fit(docs, Y)
+    ref = fastkern.KernelCCA(kernel="precomputed", kernel_y="rbf", gamma_y=0.5,
+                             regularization=1.0).fit(kern(docs), Y)
+    np.testing.assert_allclose(est.canonical_correlations_, ref.canonical_correlations_,
+                               rtol=1e-10)
+    for a, b in zip(est.transform(docs[:5], Y[:5]), ref.transform(kern(docs[:5], docs), Y[:5])):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    # The second view may be the structured one; the low-rank solver refuses it.
+    sets = [set(d[:4]) for d in docs]
+    flipped = fastkern.KernelCCA(kernel="rbf", gamma=0.5, kernel_y=Jaccard(),
+                                 regularization=1.0).fit(Y, sets)
+    assert flipped.canonical_correlations_[0] > 0
+    with pytest.raises(ValueError, match="the kernel of y, Jaccard.*takes sets"):
+        fastkern.KernelCCA(kernel_y=Jaccard(), solver="incomplete_cholesky").fit(Y, sets)
