@@ -9,7 +9,6 @@ hits both alike.  The ratio kernlab / fastkern is recorded in extra_info
 (no target: kernlab is the reference for the values, which the tests check
 against stored kernlab output).  FASTKERN_BENCH_QUICK=1 runs tiny sizes.
 """
-import shutil
 import subprocess
 
 import numpy as np
@@ -17,21 +16,14 @@ import pytest
 
 import fastkern
 from fastkern import _bench
+from fastkern._testing import have_kernlab
 from fastkern.structured import stringdot
 
 ROUNDS = 3
 GAMMA = 0.05
 
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    probe = subprocess.run(["Rscript", "-e", "library(kernlab)"], capture_output=True,
-                           timeout=120)
-    return probe.returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript and kernlab")
+pytestmark = pytest.mark.skipif(not have_kernlab(), reason="needs Rscript and kernlab")
 
 
 def _kernlab_seconds(tmp_path, setup, call):

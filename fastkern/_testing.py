@@ -3,7 +3,7 @@ import signal
 import threading
 import time
 
-__all__ = ["raised", "time_to_interrupt"]
+__all__ = ["have_kernlab", "raised", "rerun_r_script", "time_to_interrupt"]
 
 
 def time_to_interrupt(fn, delay=0.3):
@@ -46,3 +46,25 @@ def raised(fn):
     except Exception as e:  # noqa: BLE001 - the exception itself is compared
         return e
     return None
+
+
+def have_kernlab():
+    """Whether Rscript with R's kernlab is on this machine (CI has neither)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("Rscript") is None:
+        return False
+    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
+                          capture_output=True, timeout=120)
+    return proc.returncode == 0
+
+
+def rerun_r_script(script, out):
+    """Run a tests/data/make_*_refs.R script writing `out`, and return the JSON it wrote."""
+    import json
+    import subprocess
+
+    subprocess.run(["Rscript", str(script), str(out)], check=True, capture_output=True,
+                   timeout=300)
+    return json.loads(out.read_text())

@@ -8,10 +8,8 @@ Rscript and kernlab are there), and cca-zoo's KCCA through
 tests/data/cca_zoo_refs.json (tests/data/make_cca_zoo_refs.py; rerun when
 cca-zoo is installed).
 """
-import importlib.util
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
 import warnings
@@ -25,6 +23,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
 from fastkern.cca import KernelCCA
+from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 KCCA_REFS = json.loads((DATA / "kcca_refs.json").read_text())
@@ -251,20 +250,10 @@ def test_kernlab_kcca(case):
             assert _cos(ref[:, i], coef[:, i // 2]) == pytest.approx(1, abs=1e-8)
 
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
-                          capture_output=True, timeout=60)
-    return proc.returncode == 0
-
-
-@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+@pytest.mark.skipif(not have_kernlab(), reason="needs Rscript with kernlab")
 def test_stored_kcca_references_are_current(tmp_path):
     out = tmp_path / "refs.json"
-    subprocess.run(["Rscript", str(DATA / "make_kcca_refs.R"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == KCCA_REFS
+    assert rerun_r_script(DATA / "make_kcca_refs.R", out) == KCCA_REFS
 
 
 def _zoo_model(case):

@@ -10,7 +10,6 @@ hsicTestGamma.m / mmdTestGamma.m.
 import gc
 import json
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from sklearn.metrics import pairwise as skp
 import fastkern
 from fastkern._testing import time_to_interrupt
 from fastkern.kernel_tests import hsic_test, linear_mmd_test, mmd_test
+from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 HYPPO = json.loads((DATA / "hyppo_refs.json").read_text())
@@ -273,20 +273,10 @@ def test_kernlab_kmmd(case):
     assert (r.pvalue < 0.05) == case["AsympH0"]
 
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
-                          capture_output=True, timeout=60)
-    return proc.returncode == 0
-
-
-@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+@pytest.mark.skipif(not have_kernlab(), reason="needs Rscript with kernlab")
 def test_stored_kmmd_references_are_current(tmp_path):
     out = tmp_path / "refs.json"
-    subprocess.run(["Rscript", str(DATA / "make_kmmd_refs.R"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == KMMD
+    assert rerun_r_script(DATA / "make_kmmd_refs.R", out) == KMMD
 
 
 # ---------------------------------------------------------------- Gamma approximations

@@ -7,9 +7,7 @@ the script where R and kernlab are installed and checks the file is current).
 """
 import json
 import pathlib
-import shutil
 import signal
-import subprocess
 import threading
 
 import numpy as np
@@ -21,6 +19,7 @@ import fastkern
 from fastkern import kernels
 from fastkern._testing import time_to_interrupt
 from fastkern.lowrank import _gamma_from_pairs, estimate_gamma, incomplete_cholesky
+from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
 REFS = json.loads((DATA / "kernlab_refs.json").read_text())
@@ -357,20 +356,10 @@ def test_estimate_gamma_degenerate_data():
 
 # ---------------------------------------------------------------- stored references
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
-                          capture_output=True, timeout=60)
-    return proc.returncode == 0
-
-
-@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+@pytest.mark.skipif(not have_kernlab(), reason="needs Rscript with kernlab")
 def test_stored_kernlab_references_are_current(tmp_path):
     out = tmp_path / "refs.json"
-    subprocess.run(["Rscript", str(DATA / "make_kernlab_refs.R"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == REFS
+    assert rerun_r_script(DATA / "make_kernlab_refs.R", out) == REFS
 
 
 def test_thread_chooser_follows_the_faster_count_and_probes_the_other():

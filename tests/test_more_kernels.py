@@ -8,8 +8,6 @@ reruns the script where R and kernlab are installed and checks the file is
 current).
 """
 import json
-import shutil
-import subprocess
 from math import lgamma
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from sklearn.metrics import pairwise as skp
 import fastkern
 from fastkern import kernels, pairwise
 from fastkern._kernel_api import KERNEL_PARAM_NAMES, STRING_KERNELS, kernel_gram
+from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = Path(__file__).parent / "data"
 REFS = json.loads((DATA / "kernelmatrix_refs.json").read_text())
@@ -605,17 +604,7 @@ def test_objects_stay_off_the_matrix_free_path():
 
 # -- kernlab reference file ---------------------------------------------------
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
-                          capture_output=True, timeout=120)
-    return proc.returncode == 0
-
-
-@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+@pytest.mark.skipif(not have_kernlab(), reason="needs Rscript with kernlab")
 def test_stored_kernelmatrix_references_are_current(tmp_path):
     out = tmp_path / "refs.json"
-    subprocess.run(["Rscript", str(DATA / "make_kernelmatrix_refs.R"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == REFS
+    assert rerun_r_script(DATA / "make_kernelmatrix_refs.R", out) == REFS

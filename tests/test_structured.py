@@ -9,7 +9,6 @@ re-made live when R/kernlab or grakel is there).
 import itertools
 import json
 import math
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -27,6 +26,7 @@ from fastkern import KernelPCA, KernelRidge, KernelRidgeCV, KernelSIR
 from fastkern.structured import (AllSubstrings, BoundedRange, ExponentialDecay, Jaccard, MinMax,
                                  SetIntersection, Spectrum, Subsequence, Substring,
                                  WeisfeilerLehman, stringdot)
+from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = Path(__file__).parent / "data"
 STRINGDOT = json.loads((DATA / "stringdot_refs.json").read_text())
@@ -208,20 +208,10 @@ def test_stringdot_defaults_are_kernlabs():
         stringdot("nope")
 
 
-def _have_kernlab():
-    if shutil.which("Rscript") is None:
-        return False
-    proc = subprocess.run(["Rscript", "-e", "quit(status = !requireNamespace('kernlab'))"],
-                          capture_output=True, timeout=60)
-    return proc.returncode == 0
-
-
-@pytest.mark.skipif(not _have_kernlab(), reason="needs Rscript with kernlab")
+@pytest.mark.skipif(not have_kernlab(), reason="needs Rscript with kernlab")
 def test_stored_stringdot_references_are_current(tmp_path):
     out = tmp_path / "refs.json"
-    subprocess.run(["Rscript", str(DATA / "make_stringdot_refs.R"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    assert json.loads(out.read_text()) == STRINGDOT
+    assert rerun_r_script(DATA / "make_stringdot_refs.R", out) == STRINGDOT
 
 
 # --------------------------------------------------------------- sets
