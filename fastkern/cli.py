@@ -283,12 +283,10 @@ class Table:
         self.first_row = first_row
 
 
-def read_csv(path, label_column=None, header=None):
-    """A Table from a CSV file (UTF-8, with or without a byte-order mark).
+def _csv_rows(path):
+    """The non-blank rows of a CSV file as (line number, stripped cells), and their width.
 
-    header: True/False says whether the first row names the columns; None
-    detects it (_looks_like_header).  The label column (name or 0-based
-    index) is removed from the features.
+    Every row must have the first row's number of fields.
     """
     try:
         # utf-8-sig drops the byte-order mark spreadsheets put in front of
@@ -306,12 +304,22 @@ def read_csv(path, label_column=None, header=None):
         raise CLIError(f"cannot read {path}: {exc}") from None
     if not rows:
         raise CLIError(f"{path} is empty")
-
     ncols = len(rows[0][1])
     for line, row in rows:
         if len(row) != ncols:
             raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row "
                            f"has {ncols}")
+    return rows, ncols
+
+
+def read_csv(path, label_column=None, header=None):
+    """A Table from a CSV file (UTF-8, with or without a byte-order mark).
+
+    header: True/False says whether the first row names the columns; None
+    detects it (_looks_like_header).  The label column (name or 0-based
+    index) is removed from the features.
+    """
+    rows, ncols = _csv_rows(path)
     first_row = rows[0][1]
     detected = header is None
     if detected:
@@ -812,24 +820,7 @@ def read_views(path, x_spec, y_spec, header=None):
     mark, blank lines skipped, the same header detection); only the selected
     columns must be numeric.
     """
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            rows = [(reader.line_num, [c.strip() for c in row])
-                    for row in reader if any(c.strip() for c in row)]
-    except FileNotFoundError:
-        raise CLIError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise CLIError(f"{path} is a directory, not a CSV file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise CLIError(f"cannot read {path}: {exc}") from None
-    if not rows:
-        raise CLIError(f"{path} is empty")
-    ncols = len(rows[0][1])
-    for line, row in rows:
-        if len(row) != ncols:
-            raise CLIError(f"{path}, line {line}: {len(row)} fields where the first row "
-                           f"has {ncols}")
+    rows, ncols = _csv_rows(path)
     first_row = rows[0][1]
     detected = header is None
     if detected:
