@@ -320,3 +320,26 @@ def _dense(matmat, n, k, p, dtype, callback):
             A_v[:, start:start + p] = _apply(matmat, v[:, start:start + p], dtype, n)
         callback(1, np.linalg.norm(A_v - v * w, axis=0))
     return w, v
+
+
+def class_ridge_solve(K, labels, counts, reg, zero_message):
+    """Z = (K~ + c I)^{-1} HQ for a centred Gram K~, overwriting K (Cholesky in place).
+
+    HQ = H [1_c / sqrt(n_c)] is the centred, size-scaled class indicator
+    (n x C) and c = reg * trace(K~): the solve behind KernelSIR's sliced and
+    KernelFDA's discriminant problems.  Returns (c, HQ, Z); raises
+    ValueError(zero_message) when K~ is zero.
+    """
+    n = K.shape[0]
+    trace = np.trace(K)
+    if not trace > 0:
+        raise ValueError(zero_message)
+    c = reg * trace
+    K.flat[:: n + 1] += c
+    # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
+    # order: LAPACK factorises it in place without a copy.
+    chol = linalg.cholesky(K.T, lower=False, overwrite_a=True, check_finite=False)
+    HQ = np.zeros((n, counts.size))
+    HQ[np.arange(n), labels] = 1.0 / np.sqrt(counts[labels])
+    HQ -= np.sqrt(counts) / n
+    return c, HQ, linalg.cho_solve((chol, False), HQ, check_finite=False)

@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from fastkern._eigen import column_signs
+from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
@@ -315,20 +315,10 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             kernel_gram(X, **self._kernel_args(), n_threads=self.n_threads, out=K)
         col_means = K.mean(axis=0)
         center_gram(K, n_threads=self.n_threads)
-        trace = np.trace(K)
-        if not trace > 0:
-            raise ValueError("the centred kernel matrix is zero: all samples coincide in "
-                             "feature space, there is nothing to discriminate")
-        c = reg * trace
-        K.flat[:: n + 1] += c
-        # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
-        # order: LAPACK factorises it in place without a copy.
-        chol = linalg.cholesky(K.T, lower=False, overwrite_a=True, check_finite=False)
-        HQ = np.zeros((n, counts.size))
-        HQ[np.arange(n), labels] = 1.0 / np.sqrt(counts[labels])
-        HQ -= np.sqrt(counts) / n
-        Z = linalg.cho_solve((chol, False), HQ, check_finite=False)
-        del K, chol
+        c, HQ, Z = class_ridge_solve(K, labels, counts, reg, "the centred kernel matrix is "
+                                     "zero: all samples coincide in feature space, there is "
+                                     "nothing to discriminate")
+        del K
         B = _complement_basis(counts)
         D = B.T @ (c * (HQ.T @ Z)) @ B
         d, V = linalg.eigh((D + D.T) / 2, check_finite=False)

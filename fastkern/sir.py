@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._eigen import column_signs
+from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
@@ -477,22 +477,10 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return K, col_means
 
     def _fit_full(self, X, labels, counts, reg, k):
-        n = X.shape[0]
         K, col_means = self._centred_gram(X)
-        trace = np.trace(K)
-        if not trace > 0:
-            raise ValueError("the centred kernel matrix is zero: all samples coincide "
-                             "in feature space")
-        c = reg * trace
-        K.flat[:: n + 1] += c
-        # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
-        # order: LAPACK factorises it in place without a copy.
-        chol = linalg.cholesky(K.T, lower=False, overwrite_a=True, check_finite=False)
-        HM = np.zeros((n, counts.size))
-        HM[np.arange(n), labels] = 1.0 / np.sqrt(counts[labels])
-        HM -= np.sqrt(counts) / n
-        Z = linalg.cho_solve((chol, False), HM, check_finite=False)
-        del K, chol
+        c, HM, Z = class_ridge_solve(K, labels, counts, reg, "the centred kernel matrix is "
+                                     "zero: all samples coincide in feature space")
+        del K
         C = HM.T @ HM - c * (HM.T @ Z)
         lam, Wc = linalg.eigh((C + C.T) / 2, check_finite=False)
         lam, Wc = lam[::-1][:k], Wc[:, ::-1][:, :k]
