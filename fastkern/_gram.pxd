@@ -6,7 +6,9 @@ from fastkern._maps cimport (
     FK_MAX_SEG, fk_affine_d, fk_affine_f, fk_ipow_d, fk_ipow_f, fk_vexp_d, fk_vexp_f,
 )
 
-cdef enum:
+# The kernel codes of every tile loop (dense, sparse, matrix-free).  cpdef: Python
+# sees the same numbers as _gram.KernelKind, so there is one table, not two.
+cpdef enum KernelKind:
     K_LINEAR = 0
     K_POLY = 1
     K_RBF = 2
@@ -14,8 +16,7 @@ cdef enum:
     K_SIGMOID = 4
     K_EXPONENTIAL = 5
     # Functions of the Euclidean distance, computed from the RBF path's squared
-    # distances (not in pairwise.KERNEL_CODES: dense Gram only, no sparse or
-    # matrix-free loop).
+    # distances: dense Gram only, no sparse or matrix-free loop.
     K_LAPLACIAN_L2 = 6
     K_BESSEL = 7
 

@@ -48,15 +48,17 @@ __all__ = [
     "KERNEL_PARAMS",
 ]
 
-# Kernel codes shared with _gram.pxd.
-_LINEAR, _POLY, _RBF, _LAPLACIAN, _SIGMOID, _EXPONENTIAL = range(6)
+# The compiled loops' kernel codes (one table: _gram.pxd's cpdef enum).
+_K = _gram.KernelKind
+_LINEAR, _POLY, _RBF, _LAPLACIAN = _K.K_LINEAR, _K.K_POLY, _K.K_RBF, _K.K_LAPLACIAN
+_SIGMOID, _EXPONENTIAL = _K.K_SIGMOID, _K.K_EXPONENTIAL
+# Functions of the Euclidean distance computed from the RBF path's squared
+# distances: dense Gram only, so not in KERNEL_CODES, which lists the kernels
+# every tile loop has (the sparse and matrix-free ones too).
+_LAPLACIAN_L2, _BESSEL = _K.K_LAPLACIAN_L2, _K.K_BESSEL
 #: String kernel names -> the codes of the compiled tile loops.
 KERNEL_CODES = {"linear": _LINEAR, "poly": _POLY, "polynomial": _POLY, "rbf": _RBF,
                 "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID, "exponential": _EXPONENTIAL}
-# Functions of the Euclidean distance computed by _gram from the RBF path's
-# squared distances.  Not in KERNEL_CODES, which lists the kernels every tile
-# loop has (the sparse and matrix-free ones too); these have dense Gram only.
-_LAPLACIAN_L2, _BESSEL = 6, 7
 _DISTANCE_KINDS = (_RBF, _LAPLACIAN_L2, _BESSEL)
 # kernlab's lim = 1 / (Gamma(nu + 1) 2^nu) overflows beyond nu = 170; fastkern's
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
