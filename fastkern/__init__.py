@@ -1,5 +1,5 @@
 """fastkern: fast kernel methods with Cython/OpenMP Gram matrices."""
-__version__ = "0.1.0"
+from fastkern._version import __version__
 
 from fastkern._config import config_info, show_config
 from fastkern.cca import KernelCCA
@@ -9,7 +9,8 @@ from fastkern.fda import KernelFDA
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
 from fastkern.kernel_tests import hsic_test, linear_mmd_test, mmd_test
 from fastkern.kernels import min_eigenvalue
-from fastkern.lowrank import estimate_gamma, incomplete_cholesky
+from fastkern._gamma import estimate_gamma
+from fastkern.lowrank import incomplete_cholesky
 from fastkern.nystroem import Nystroem
 from fastkern.pairwise import (
     additive_chi2_kernel,

@@ -3,6 +3,7 @@ import sys
 
 from fastkern import _openmp
 from fastkern._threads import default_n_threads
+from fastkern._version import __version__
 
 
 def config_info():
@@ -13,7 +14,6 @@ def config_info():
     import scipy
     from threadpoolctl import threadpool_info
 
-    import fastkern
     from fastkern import _gram  # noqa: F401  (loads scipy's BLAS so it is reported)
 
     blas = [
@@ -28,7 +28,7 @@ def config_info():
         if i.get("user_api") == "blas"
     ]
     return {
-        "fastkern": fastkern.__version__,
+        "fastkern": __version__,
         "python": sys.version.split()[0],
         "numpy": np.__version__,
         "scipy": scipy.__version__,

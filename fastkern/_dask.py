@@ -152,7 +152,8 @@ def _checked_block(block):
 
 
 def materialize(X, name="X", *, client=None, timeout=DEFAULT_TIMEOUT):
-    """A validated NumPy X and its row-block boundaries (dask chunks, or None).
+    """A validated, C-contiguous float NumPy X and its row-block boundaries (dask chunks,
+    or None for a NumPy X), each entry scanned for NaN/inf once.
 
     Each chunk of a dask array is checked for NaN/inf on the worker that
     computes it; a chunked column axis is refused before anything runs.  On a
@@ -188,9 +189,11 @@ def materialize(X, name="X", *, client=None, timeout=DEFAULT_TIMEOUT):
             finally:
                 for f in futures:
                     f.release()
-        X = check_array_2d(X, name)
+        # The chunks were scanned for NaN/inf where they were computed.
+        X = check_array_2d(X, name, finite=False)
         return np.ascontiguousarray(X, dtype=result_dtype(X)), bounds
-    return X, None
+    X = check_array_2d(X, name)
+    return np.ascontiguousarray(X, dtype=result_dtype(X)), None
 
 
 def _row_bounds(n, client, timeout):
@@ -225,11 +228,14 @@ def _task_threads(host_threads, n_threads):
     return max(1, cores // max(1, host_threads.get(host, 1)))
 
 
-def _block_task(Z, V, A, start, stop, params, host_threads, n_threads):
+def _block_task(Z, V, A, start, stop, spec, host_threads):
     """K(rows, Z) @ V on a worker; rows are Z[start:stop] or, if A is given, A[start:stop]."""
-    from fastkern.large_n import KernelOperator
+    from dataclasses import replace
 
-    op = KernelOperator(Z, n_threads=_task_threads(host_threads, n_threads), **params)
+    from fastkern._operator import KernelOperator
+
+    spec = replace(spec, n_threads=_task_threads(host_threads, spec.n_threads))
+    op = KernelOperator.from_spec(Z, spec)
     rows = (Z if A is None else A)[start:stop]
     if V is None:
         return op.row_sums(rows)[:, None]
@@ -239,12 +245,11 @@ def _block_task(Z, V, A, start, stop, params, host_threads, n_threads):
 class _Passes:
     """One scatter + one task per row block for every product with K."""
 
-    def __init__(self, client, Z, bounds, params, n_threads, timeout):
+    def __init__(self, client, Z, bounds, spec, timeout):
         self.client = client
         self.Z = Z
         self.bounds = bounds
-        self.params = params
-        self.n_threads = n_threads
+        self.spec = spec
         self.timeout = timeout
         self.count = 0
 
@@ -290,8 +295,8 @@ class _Passes:
         Zf = scatter(self.Z, "X")
         Af = None if A is None else scatter(A, "the rows to transform")
         Vf = None if V is None else scatter(np.ascontiguousarray(V, dtype=np.float64), "V")
-        futures = [client.submit(_block_task, Zf, Vf, Af, int(a), int(b), self.params,
-                                 host_threads, self.n_threads, pure=False, retries=3)
+        futures = [client.submit(_block_task, Zf, Vf, Af, int(a), int(b), self.spec,
+                                 host_threads, pure=False, retries=3)
                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         try:
             parts = deadline.call(f"the {len(futures)} tasks and their results",
@@ -305,43 +310,31 @@ class _Passes:
         return np.concatenate(parts, axis=0)
 
 
-def _params(est):
-    from fastkern._kernel_api import check_kernel_param
+def connect(client, timeout):
+    """The client to run on (the default one if None) and the checked timeout."""
+    timeout = check_timeout(timeout)
+    client = _get_client(client)
+    _check_open(client)
+    return client, timeout
 
-    check_kernel_param(est.kernel)
-    return {"kernel": est.kernel, "gamma": est._fit_gamma, "degree": est.degree,
-            "coef0": est.coef0, "kernel_params": est.kernel_params}
 
+def fit_products(X, bounds, spec, *, client, timeout=DEFAULT_TIMEOUT):
+    """(matmat, row_sums) of K(X, X), each product one pass over the cluster.
 
-def fit_kernel_pca(est, X, *, client=None, timeout=DEFAULT_TIMEOUT):
-    """Matrix-free fit of ``est`` with the kernel passes on a Dask cluster.
-
-    timeout: seconds allowed for each kernel pass, and for loading a dask X.
+    X is the validated training data (:func:`materialize`), bounds its row
+    blocks (None: about four per worker thread).  Every pass must finish
+    within ``timeout`` seconds.
     """
-    from fastkern import large_n
-
-    timeout = check_timeout(timeout)
-    client = _get_client(client)
-    _check_open(client)
-    if est.eigen_solver == "nystrom":
-        raise ValueError("eigen_solver='nystrom' runs in-process; the Dask backend "
-                         "implements the matrix-free solver")
-    X, bounds = materialize(X, client=client, timeout=timeout)
-    _, X = large_n._validate_fit(est, X)
     if bounds is None:
         bounds = _row_bounds(X.shape[0], client, timeout)
-    passes = _Passes(client, X, bounds, _params(est), est.n_threads, timeout)
-    large_n.solve_matrix_free(est, X, passes.run, lambda: passes.run(None)[:, 0])
-    return est
+    passes = _Passes(client, X, bounds, spec, timeout)
+    return passes.run, lambda: passes.run(None)[:, 0]
 
 
-def cross_product(est, X, V, *, client=None, timeout=DEFAULT_TIMEOUT):
-    """K(X, X_fit_) @ V with the passes on the cluster (row blocks of X)."""
-    timeout = check_timeout(timeout)
-    client = _get_client(client)
-    _check_open(client)
-    X, bounds = materialize(X, client=client, timeout=timeout)
+def cross_product(X_fit, spec, X, V, bounds=None, *, client, timeout=DEFAULT_TIMEOUT):
+    """K(X, X_fit) @ V with the passes on the cluster, in row blocks of X (``bounds``:
+    the chunks of the dask array X came from, or None)."""
     if bounds is None:
         bounds = _row_bounds(X.shape[0], client, timeout)
-    passes = _Passes(client, est.X_fit_, bounds, _params(est), est.n_threads, timeout)
+    passes = _Passes(client, X_fit, bounds, spec, timeout)
     return passes.run(V, X)

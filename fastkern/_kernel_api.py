@@ -10,15 +10,26 @@ The string kernels are fastkern's own plus every other name scikit-learn's
 dispatch, ``fastkern.pairwise_kernels``, computes them all, natively where it
 can and through scikit-learn otherwise.
 """
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping, NamedTuple
+
 import numpy as np
 from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 
+from fastkern._gamma import median_gamma
+from fastkern._validation import check_n_threads, check_real
 from fastkern.kernels import Kernel
-from fastkern.pairwise import KERNEL_PARAMS, pairwise_kernels
+from fastkern.pairwise import KERNEL_CODES, KERNEL_PARAMS, default_gamma, pairwise_kernels
 
 #: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
 KERNEL_PARAM_NAMES = {**_SK_KERNEL_PARAMS, **KERNEL_PARAMS}
 STRING_KERNELS = tuple(sorted(KERNEL_PARAM_NAMES)) + ("precomputed",)
+
+
+def is_precomputed(kernel):
+    """Whether ``kernel`` says that X already is the kernel matrix."""
+    return isinstance(kernel, str) and kernel == "precomputed"
 
 
 def check_kernel_param(kernel):
@@ -50,24 +61,15 @@ def string_kernel_params(kernel, *, gamma=None, degree=None, coef0=None, kernel_
 
 def kernel_gram(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1,
                 kernel_params=None, n_threads=None, out=None):
-    """Gram matrix k(X, Y) for an estimator's kernel parameters.
+    """Gram matrix k(X, Y) for an estimator's kernel parameters (see :class:`KernelSpec`).
 
     With kernel="precomputed", X is returned (validated) as the kernel.
     X and Y may be scipy sparse matrices: they are handed to
     ``pairwise_kernels`` as they are, never densified here.
     """
-    check_kernel_param(kernel)
-    if isinstance(kernel, Kernel):
-        return kernel(X, Y, out=out, n_threads=n_threads)
-    if callable(kernel):
-        params = kernel_params or {}
-        return pairwise_kernels(X, Y, metric=kernel, filter_params=True,
-                                out=out, n_threads=n_threads, **params)
-    if kernel == "precomputed":
-        return pairwise_kernels(X, Y, metric="precomputed", out=out)
-    params = string_kernel_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                  kernel_params=kernel_params)
-    return pairwise_kernels(X, Y, metric=kernel, out=out, n_threads=n_threads, **params)
+    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params, n_threads=n_threads)
+    return spec.gram(X, Y, out=out)
 
 
 def gram_dtype(X):
@@ -123,8 +125,6 @@ def resolve_gamma(gamma, X, kernel="rbf"):
     if X.shape[0] < 2:
         # scikit-learn's checks recognise the "1 sample" wording.
         raise ValueError("gamma='median' needs at least 2 samples, got 1 sample")
-    from fastkern.lowrank import median_gamma
-
     return median_gamma(X)
 
 
@@ -211,3 +211,168 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
                  y_numeric=check_params.get("y_numeric", False), estimator=estimator)
     check_consistent_length(X, y)
     return X, y
+
+
+class CompiledKernel(NamedTuple):
+    """A kernel as the compiled tile loops read it (``_gram.KernelKind`` code and numbers)."""
+
+    kind: int
+    gamma: float
+    degree: float
+    coef0: float
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One validated kernel choice: computes Gram matrices, hands the compiled loops their numbers.
+
+    Every estimator and solver builds one, at fit, from its ``kernel``,
+    ``gamma``, ``degree``, ``coef0``, ``kernel_params`` and ``n_threads``
+    (:meth:`from_params`); a data-dependent gamma ("scale", "median") is
+    resolved there, once, on the training X.  A fastkern kernel object that
+    is one named kernel (``RBF(0.5)``) becomes that string kernel, so the
+    matrix-free and low-rank solvers read its parameters from here rather
+    than from the object.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable
+        A string kernel name, "precomputed", a fastkern kernel object (a
+        composition) or a callable on two rows.
+    param_items : tuple of (str, value)
+        The items of :attr:`params` (a tuple, so that a spec pickles to Dask
+        workers and cannot be changed in place).
+    n_threads : int or None
+        OpenMP threads of the Gram computations (None: the default).
+    """
+
+    kernel: Any
+    param_items: tuple = ()
+    n_threads: Any = None
+
+    @property
+    def params(self):
+        """Read-only keyword arguments of the kernel.
+
+        String kernels: the parameters the kernel takes, None values dropped
+        (so the kernel function's default applies).  Callables: their
+        ``kernel_params``.  Empty otherwise.
+        """
+        return MappingProxyType(dict(self.param_items))
+
+    @classmethod
+    def from_params(cls, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None,
+                    n_threads=None, X=None):
+        """Validate the kernel parameters once and resolve gamma.
+
+        Parameters
+        ----------
+        kernel : str, Kernel or callable, default="rbf"
+            As the estimators' ``kernel``.
+        gamma : float, "scale", "median" or None, default=None
+            A string is resolved on ``X`` (:func:`resolve_gamma`).
+        degree, coef0 : float
+            Polynomial and sigmoid parameters.
+        kernel_params : dict or None
+            Overrides gamma/degree/coef0 for string kernels; the parameters of a callable.
+        n_threads : int or None
+            Threads of the Gram computations.
+        X : array-like or None
+            Training data; needed only for a data-dependent gamma.
+
+        Returns
+        -------
+        spec : KernelSpec
+        """
+        check_kernel_param(kernel)
+        if isinstance(gamma, str):
+            if X is None:
+                raise ValueError(f"gamma={gamma!r} is resolved on the training X, which "
+                                 "was not given")
+            gamma = resolve_gamma(gamma, X, kernel)
+        if kernel_params is not None and not isinstance(kernel_params, Mapping):
+            raise TypeError(f"kernel_params must be a dict or None, got "
+                            f"{type(kernel_params).__name__}")
+        n_threads = None if n_threads is None else check_n_threads(n_threads)
+        if isinstance(kernel, Kernel):
+            metric = kernel.as_metric()
+            if metric is not None:
+                return cls(metric[0], tuple(metric[1].items()), n_threads)
+            return cls(kernel, (), n_threads)
+        if callable(kernel):
+            return cls(kernel, tuple((kernel_params or {}).items()), n_threads)
+        if kernel == "precomputed":
+            return cls(kernel, (), n_threads)
+        params = string_kernel_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                      kernel_params=kernel_params)
+        for name in ("gamma", "degree", "coef0"):
+            if name in params:
+                params[name] = check_real(params[name], name, low=0.0 if name != "coef0"
+                                          else None)
+        return cls(kernel, tuple(params.items()), n_threads)
+
+    @classmethod
+    def of(cls, estimator, *, gamma, X=None):
+        """The spec of an estimator's ``kernel``, ``degree``, ``coef0``, ``kernel_params``
+        and ``n_threads``, with ``gamma`` given (the fitted one, or the parameter and X)."""
+        return cls.from_params(estimator.kernel, gamma=gamma, degree=estimator.degree,
+                               coef0=estimator.coef0, kernel_params=estimator.kernel_params,
+                               n_threads=estimator.n_threads, X=X)
+
+    @property
+    def precomputed(self):
+        """Whether X already is the kernel matrix."""
+        return is_precomputed(self.kernel)
+
+    def gamma(self, n_features):
+        """The numeric gamma in effect on data with ``n_features`` columns, or None.
+
+        None for a kernel without a gamma (linear, precomputed, callables,
+        compositions).
+        """
+        if not (isinstance(self.kernel, str) and takes_gamma(self.kernel)):
+            return None
+        return default_gamma(self.params.get("gamma"), n_features)
+
+    def compiled(self, n_features):
+        """The kernel for the matrix-free tile loops, or None if they do not have it.
+
+        Parameters
+        ----------
+        n_features : int
+            Columns of the data (gamma=None means 1 / n_features).
+
+        Returns
+        -------
+        compiled : CompiledKernel or None
+        """
+        if not (isinstance(self.kernel, str) and self.kernel in KERNEL_CODES):
+            return None
+        p = self.params
+        return CompiledKernel(KERNEL_CODES[self.kernel], default_gamma(p.get("gamma"), n_features),
+                              check_real(p.get("degree", 3), "degree", low=1.0),
+                              check_real(p.get("coef0", 1), "coef0"))
+
+    def gram(self, X, Y=None, *, out=None):
+        """The Gram matrix k(X, Y) (Y None: k(X, X)); with "precomputed", X itself, checked.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples_X, n_features)
+        Y : array-like or sparse matrix of shape (n_samples_Y, n_features), default=None
+        out : ndarray, default=None
+            C-contiguous buffer of the result's shape and dtype.
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+        """
+        if isinstance(self.kernel, Kernel):
+            return self.kernel(X, Y, out=out, n_threads=self.n_threads)
+        if callable(self.kernel):
+            return pairwise_kernels(X, Y, metric=self.kernel, filter_params=True, out=out,
+                                    n_threads=self.n_threads, **self.params)
+        if self.precomputed:
+            return pairwise_kernels(X, Y, metric="precomputed", out=out)
+        return pairwise_kernels(X, Y, metric=self.kernel, out=out, n_threads=self.n_threads,
+                                **self.params)

@@ -6,6 +6,7 @@ there (no nested oversubscription); estimators hold BLAS/LAPACK to their
 """
 import contextlib
 import functools
+import numbers
 import os
 import threading
 
@@ -49,16 +50,15 @@ def blas_limit(n_threads):
 
 def limits_blas(method):
     """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``."""
-    import functools
-
-    from fastkern._validation import check_n_threads
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         n_threads = self.n_threads
-        if n_threads is not None:
-            n_threads = check_n_threads(n_threads)
-        with blas_limit(n_threads):
+        # An invalid n_threads runs unlimited here: the method's parameter
+        # validation rejects it with the estimator's message.
+        valid = (isinstance(n_threads, numbers.Integral)
+                 and not isinstance(n_threads, bool) and n_threads >= 1)
+        with blas_limit(int(n_threads) if valid else None):
             return method(self, *args, **kwargs)
 
     return wrapped

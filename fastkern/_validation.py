@@ -66,6 +66,20 @@ def check_int(value, name, low, *, allow_none=False):
     return int(value)
 
 
+def check_bool(value, name):
+    """True or False (numpy's bools too); anything else is a TypeError naming `name`."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_option(value, name, choices):
+    """One of the strings `choices`; anything else is a ValueError listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
 def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
     """A finite real scalar, optionally bounded below; bools are rejected."""
     if value is None and allow_none:

@@ -79,8 +79,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import (STRING_KERNELS, kernel_constraints, kernel_gram, resolve_gamma,
-                                  structured_kernel, validate_input)
+from fastkern._kernel_api import (STRING_KERNELS, is_precomputed, kernel_constraints, kernel_gram,
+                                  resolve_gamma, structured_kernel, validate_input)
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
@@ -108,10 +108,6 @@ def _view_params(est, view):
     # gamma="scale"/"median" resolved on each view's training data by fit.
     params["gamma"] = getattr(est, "_fit_gammas", {}).get(view, params["gamma"])
     return params
-
-
-def _is_precomputed(kernel):
-    return isinstance(kernel, str) and kernel == "precomputed"
 
 
 def _spectrum(U, lam, n, name, centred):
@@ -254,7 +250,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @staticmethod
     def _check_precomputed(A, name, kernel, n_cols=None):
-        if not _is_precomputed(kernel):
+        if not is_precomputed(kernel):
             return A
         if sparse.issparse(A):
             A = A.toarray()
@@ -308,7 +304,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                     raise ValueError(f"solver='incomplete_cholesky' needs vector samples; the "
                                      f"kernel of {name}, {kern!r}, takes "
                                      f"{kern._sample_kind}s: use solver='dense'")
-                if _is_precomputed(kern):
+                if is_precomputed(kern):
                     raise ValueError(f"solver='incomplete_cholesky' cannot use a precomputed "
                                      f"kernel for {name}: use solver='dense'")
                 if sparse.issparse(A):
@@ -364,7 +360,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """U, l of the (centred) Gram, and the map from coefficients in U to dual ones."""
         n = A.shape[0]
         K = np.empty((n, n))
-        if _is_precomputed(_view_params(self, view)["kernel"]):
+        if is_precomputed(_view_params(self, view)["kernel"]):
             np.copyto(K, A)
             basis = np.arange(n)
         else:
@@ -434,7 +430,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _variates(self, view, A, n_threads):
         coef = getattr(self, f"{view}_dual_coef_")
         basis = self.X_fit_ if view == "x" else self.y_fit_
-        if _is_precomputed(_view_params(self, view)["kernel"]):
+        if is_precomputed(_view_params(self, view)["kernel"]):
             Kt = A[:, basis]
         else:
             Kt = self._gram(view, A, basis, out=np.empty((A.shape[0], basis.shape[0])),
@@ -473,5 +469,5 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags.target_tags.required = True
         tags.target_tags.multi_output = True
         tags.input_tags.sparse = self.solver != "incomplete_cholesky"
-        tags.input_tags.pairwise = _is_precomputed(self.kernel)
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
         return tags

@@ -1208,7 +1208,7 @@ def build_parser():
     parser = _Parser(prog="fastkern",
                      description="Fast kernel methods: kernel PCA, kernel SIR, kernel CCA, "
                                  "kernel tests, benchmarks.")
-    from fastkern import __version__
+    from fastkern._version import __version__
 
     parser.add_argument("--version", action="version", version=f"fastkern {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

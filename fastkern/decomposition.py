@@ -22,11 +22,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
-from fastkern._eigen import block_eigsh, randomized_eigsh
-from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_constraints, kernel_gram,
-                                  resolve_gamma, structured_kernel, validate_input)
+from fastkern._eigen import block_eigsh, column_signs, randomized_eigsh
+from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, kernel_constraints,
+                                  kernel_gram, resolve_gamma, structured_kernel, validate_input)
 from fastkern._threads import limits_blas
-from fastkern._validation import _all_finite, check_real, is_dask_array, memory_budget_bytes
+from fastkern._validation import (_all_finite, check_real, is_dask_array, memory_budget_bytes,
+                                  parse_memory_budget)
 from fastkern.centering import KernelCenterer
 from fastkern.kernel_ridge import solve_shifted_in_place
 
@@ -288,8 +289,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
         solver = self._solver_name()
         memory_budget_bytes(self.memory_budget)
-        from fastkern import large_n
-
         self._client = client
         self._timeout = check_real(timeout, "timeout", low=0, low_inclusive=False)
         if client is not None or is_dask_array(X):
@@ -300,8 +299,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                  f"(or 'auto'), got {self.eigen_solver!r}")
             if self._precomputed:
                 raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
-            self.n_features_in_ = X.shape[1] if len(X.shape) == 2 else None
-            large_n.fit_kernel_pca(self, X, client=client, timeout=self._timeout)
+            from fastkern import _dask
+
+            client, self._timeout = _dask.connect(client, self._timeout)
+            self._client = client
+            X, bounds = _dask.materialize(X, client=client, timeout=self._timeout)
+            self.n_features_in_ = X.shape[1]
+            self._fit_large_n(X, "matrix-free", lambda spec: _dask.fit_products(
+                X, bounds, spec, client=client, timeout=self._timeout))
             return None
         X = self._validate(X, reset=True)
         n = X.shape[0]
@@ -312,18 +317,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # dropped below), a larger request is clamped to n_samples.
         k = n if self.n_components is None else min(n, self.n_components)
         solver = self._choose_solver(X, k, solver)
-        gamma = resolve_gamma(self.gamma, X, self.kernel)
-        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
         self.ichol_pivots_ = None
-        if solver == "incomplete_cholesky":
-            return self._fit_ichol(X, k)
         if solver in LARGE_N_SOLVERS:
             if self.kernel == "cosine":
                 raise ValueError(f"kernel='cosine' is not available with eigen_solver="
                                  f"{solver!r}; use kernel='linear' on rows scaled to unit "
                                  "norm (sklearn.preprocessing.normalize)")
-            large_n.fit_kernel_pca(self, X)
+            self._fit_large_n(X, solver)
             return None
+        gamma = resolve_gamma(self.gamma, X, self.kernel)
+        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+        if solver == "incomplete_cholesky":
+            return self._fit_ichol(X, k)
         if self.fit_inverse_transform and sparse.issparse(X):
             raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
 
@@ -375,6 +380,122 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         else:
             self.X_fit_ = X.copy() if self.copy_X else X
         return X_transformed
+
+    def _kernel_spec(self, X=None, gamma=None):
+        """The estimator's kernel as one KernelSpec (gamma: the fitted one, else resolved on X)."""
+        return KernelSpec.from_params(
+            self.kernel, gamma=self.gamma if gamma is None else gamma, degree=self.degree,
+            coef0=self.coef0, kernel_params=self.kernel_params, n_threads=self.n_threads, X=X)
+
+    def _store_eigenpairs(self, eigenvalues, eigenvectors, dtype):
+        """The one post-processing of every solver's eigenpairs, as scikit-learn's KernelPCA.
+
+        Descending order; small negative eigenvalues clipped to 0 and
+        significant ones raised on (a kernel that is not PSD); each
+        eigenvector's largest entry positive; zero eigenvalues dropped with
+        remove_zero_eig or n_components=None.  Returns the order and the signs
+        applied, for the solvers whose other outputs follow the eigenvectors.
+        """
+        eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
+        order = np.argsort(eigenvalues)[::-1]
+        eigenvalues = _check_psd_eigenvalues(eigenvalues[order], enable_warnings=False)
+        eigenvectors = eigenvectors[:, order]
+        signs = column_signs(eigenvectors)
+        eigenvectors = eigenvectors * signs
+        if self.remove_zero_eig or self.n_components is None:
+            keep = eigenvalues > 0
+            eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
+            order, signs = order[keep], signs[keep]
+        self.eigenvalues_ = eigenvalues.astype(dtype, copy=False)
+        self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=dtype)
+        return order, signs
+
+    def _fit_large_n(self, X, solver, products=None):
+        """eigen_solver="matrix-free" or "nystrom" (fastkern.large_n): the Gram is never stored.
+
+        products(spec) gives the (matmat, row_sums) of another backend (Dask);
+        None computes them here.
+        """
+        from fastkern import large_n
+
+        n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"X must have at least 2 samples for KernelPCA, got {n}")
+        if self.n_components is None:
+            raise ValueError(f"eigen_solver={solver!r} needs n_components to be set "
+                             "(it computes only the leading components)")
+        X = np.ascontiguousarray(X)
+        spec = self._kernel_spec(X)
+        self.gamma_ = spec.gamma(X.shape[1])
+        budget = parse_memory_budget(self.memory_budget)
+        if solver == "nystrom":
+            if self._precomputed:
+                raise ValueError("eigen_solver='nystrom' needs the samples, not "
+                                 "kernel='precomputed'")
+            m = self.n_landmarks if self.n_landmarks is not None else min(n, 1000)
+            if m > n:
+                raise ValueError(f"n_landmarks={m} must be in [1, n_samples={n}]")
+            k = self._large_n_components(n, m, solver)
+            fit = large_n.nystroem_eigenpairs(X, spec, k, m, random_state=self.random_state,
+                                              memory_budget=budget, verbose=self.verbose)
+            order, signs = self._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
+            self._nystroem_basis = np.ascontiguousarray(fit.basis[:, order] * signs)
+            self._nystroem_map, self._nystroem_mean = fit.feature_map, fit.mean
+        else:
+            if self._precomputed and X.shape[1] != n:
+                raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
+                                 f"got shape {X.shape}")
+            k = self._large_n_components(n, n - 1, solver)
+            matmat, row_sums = (large_n.in_process_products(X, spec, memory_budget=budget)
+                                if products is None else products(spec))
+            fit = large_n.matrix_free_eigenpairs(n, k, matmat, row_sums, tol=self.tol,
+                                                 max_iter=self.max_iter,
+                                                 random_state=self.random_state,
+                                                 verbose=self.verbose)
+            self._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
+            self._fit_row_means, self._fit_grand_mean = fit.row_means, fit.grand_mean
+        self.X_fit_ = np.array(X, copy=True) if self.copy_X else X
+        self.n_features_in_ = X.shape[1]
+        self._fit_solver = solver
+
+    def _large_n_components(self, n, upper, solver):
+        k = self.n_components
+        if not 1 <= k <= upper:
+            raise ValueError(f"n_components={k} must be in [1, {upper}] for "
+                             f"eigen_solver={solver!r} with {n} samples")
+        return int(k)
+
+    def _transform_large_n(self, X, client=None):
+        """Project X with the matrix-free or Nystroem fit (on the Dask cluster with a client)."""
+        from fastkern import large_n
+
+        bounds = None
+        if client is not None or is_dask_array(X):
+            from fastkern import _dask
+
+            client, timeout = _dask.connect(client, getattr(self, "_timeout", 600.0))
+            X, bounds = _dask.materialize(X, client=client, timeout=timeout)
+            if X.shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but KernelPCA is expecting "
+                                 f"{self.n_features_in_} features as input")
+        X = np.ascontiguousarray(X, dtype=self.X_fit_.dtype)
+        if self._fit_solver == "nystrom":
+            phi = self._nystroem_map.transform(X).astype(np.float64, copy=False)
+            return ((phi - self._nystroem_mean) @ self._nystroem_basis).astype(X.dtype,
+                                                                               copy=False)
+        A = np.zeros_like(self.eigenvectors_, dtype=np.float64)
+        nz = self.eigenvalues_ > 0
+        A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
+        spec = self._kernel_spec(gamma=self.gamma_)
+        if client is not None:
+            A1 = np.hstack([A, np.ones((self.X_fit_.shape[0], 1))])
+            KA1 = _dask.cross_product(self.X_fit_, spec, X, A1, bounds, client=client,
+                                      timeout=timeout)
+        else:
+            KA1 = large_n.transform_products(
+                self.X_fit_, spec, A, X, memory_budget=parse_memory_budget(self.memory_budget))
+        return large_n.centred_projection(KA1, A, self._fit_row_means,
+                                          self._fit_grand_mean).astype(X.dtype, copy=False)
 
     def _ichol_kernel_args(self):
         kernel = "linear" if self.kernel == "cosine" else self.kernel
@@ -500,16 +621,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         After a fit on a Dask cluster the pass runs there, with fit's timeout.
         """
         check_is_fitted(self, "eigenvectors_")
-        from fastkern import large_n
-
         client = getattr(self, "_client", None)
-        if self._fit_solver in LARGE_N_SOLVERS and (client is not None
-                                                    or is_dask_array(X)):
-            return large_n.transform_kernel_pca(self, X, client=client,
-                                                timeout=getattr(self, "_timeout", 600.0))
+        if self._fit_solver in LARGE_N_SOLVERS and (client is not None or is_dask_array(X)):
+            return self._transform_large_n(X, client)
         X = self._validate(X, reset=False)
         if self._fit_solver in LARGE_N_SOLVERS:
-            return large_n.transform_kernel_pca(self, X)
+            return self._transform_large_n(X)
         if self._fit_solver == "incomplete_cholesky":
             return self._ichol_transform(X)
         if self._precomputed:

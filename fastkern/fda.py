@@ -19,7 +19,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from fastkern._eigen import class_ridge_solve, column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
+from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
+                                  resolve_gamma, validate_input)
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -211,7 +212,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         self.n_threads = n_threads
 
     def _precomputed(self):
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return is_precomputed(self.kernel)
 
     def _kernel_args(self):
         # gamma="scale"/"median" was resolved on the training X by fit.
@@ -312,7 +313,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         if self._precomputed():
             np.copyto(K, X)
         else:
-            kernel_gram(X, **self._kernel_args(), n_threads=self.n_threads, out=K)
+            KernelSpec.of(self, gamma=self._fit_gamma).gram(X, out=K)
         col_means = K.mean(axis=0)
         center_gram(K, n_threads=self.n_threads)
         c, HQ, Z = class_ridge_solve(K, labels, counts, reg, "the centred kernel matrix is "
@@ -400,8 +401,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             if precomputed:
                 Kt = X[:, self.X_fit_]
             else:
-                Kt = kernel_gram(X, self.X_fit_, **self._kernel_args(), n_threads=self.n_threads,
-                                 out=np.empty((X.shape[0], self.X_fit_.shape[0])))
+                Kt = KernelSpec.of(self, gamma=self._fit_gamma).gram(
+                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])))
             return Kt @ self.dual_coef_ - self.K_fit_rows_ @ self.dual_coef_
 
     def transform(self, X):

@@ -66,7 +66,6 @@ L in row tiles of at most 2^17 values.  Besides that: O(N) vectors and the
 permutations of one chunk (at most 2^18 int32 or uint8 values per array).
 """
 import math
-import numbers
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -75,7 +74,8 @@ from fastkern import _kstats
 from fastkern._kernel_api import check_kernel_param, kernel_gram, string_kernel_params
 from fastkern._threads import blas_limit
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
-                                  result_dtype)
+                                  check_option, check_real, result_dtype)
+from fastkern.pairwise import default_gamma
 
 __all__ = ["MMDTestResult", "LinearMMDTestResult", "HSICTestResult",
            "mmd_test", "linear_mmd_test", "hsic_test"]
@@ -144,12 +144,6 @@ class HSICTestResult(NamedTuple):
 # ---------------------------------------------------------------- validation
 
 
-def _check_choice(value, name, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
 def _rng(random_state):
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(2 ** 32, dtype=np.uint64))
@@ -176,17 +170,12 @@ def _kernel_params(kernel, gamma, degree, coef0, kernel_params, data, gamma_name
         if gamma != "median":
             raise ValueError(f"{gamma_name} must be None, a positive number or 'median', "
                              f"got {gamma!r}")
-        from fastkern.lowrank import estimate_gamma
+        from fastkern._gamma import estimate_gamma
 
         # random_state only matters above 1414 rows (1,000,000 random pairs).
         gamma = float(estimate_gamma(data, "median", random_state=0).gamma)
     elif gamma is not None:
-        if isinstance(gamma, (bool, np.bool_)) or not isinstance(gamma, numbers.Real):
-            raise TypeError(f"{gamma_name} must be None, a positive number or 'median', "
-                            f"got {gamma!r}")
-        if not (math.isfinite(gamma) and gamma > 0):
-            raise ValueError(f"{gamma_name} must be a positive number, got {gamma!r}")
-        gamma = float(gamma)
+        gamma = check_real(gamma, gamma_name, low=0.0, low_inclusive=False)
     if kernel_params is not None and not isinstance(kernel_params, dict):
         raise TypeError(f"kernel_params must be a dict or None, got {kernel_params!r}")
     params = dict(gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params)
@@ -303,8 +292,8 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     O(N) vectors and one chunk of at most 2^18 permutation labels.
     """
     _check_kernel(kernel, "kernel")
-    estimator = _check_choice(estimator, "estimator", ESTIMATORS)
-    method = _check_choice(method, "method", METHODS)
+    estimator = check_option(estimator, "estimator", ESTIMATORS)
+    method = check_option(method, "method", METHODS)
     X = check_array_2d(X, "X")
     Y = check_array_2d(Y, "Y")
     if X.shape[1] != Y.shape[1]:
@@ -359,7 +348,7 @@ def _label_kernel(kernel, params, n_features):
     params = dict(params)
     if isinstance(kernel, str) and "gamma" in string_kernel_params(kernel, gamma=1.0):
         if params.get("gamma") is None and not (params.get("kernel_params") or {}).get("gamma"):
-            params["gamma"] = 1.0 / n_features
+            params["gamma"] = default_gamma(None, n_features)
     L = np.asarray(kernel_gram(np.array([[0.0], [1.0]]), kernel=kernel, n_threads=1, **params),
                    dtype=np.float64)
     return float(L[0, 0]), float(L[1, 1]), float(L[0, 1])
@@ -550,7 +539,7 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
         raise ValueError(f"linear_mmd_test needs at least 4 samples in each of X and Y, got "
                          f"{nx} and {ny}")
     if isinstance(gamma, str) and gamma == "median":
-        from fastkern.lowrank import estimate_gamma
+        from fastkern._gamma import estimate_gamma
 
         est = np.concatenate([X[:2 * M2], Y[:2 * M2]]).astype(np.float64)
         gamma = float(estimate_gamma(est, "median", random_state=0).gamma)
@@ -631,8 +620,8 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
     """
     _check_kernel(kernel_x, "kernel_x")
     _check_kernel(kernel_y, "kernel_y")
-    estimator = _check_choice(estimator, "estimator", ESTIMATORS)
-    method = _check_choice(method, "method", METHODS)
+    estimator = check_option(estimator, "estimator", ESTIMATORS)
+    method = check_option(method, "method", METHODS)
     X = check_array_2d(X, "X")
     Y = check_array_2d(Y, "Y")
     n = X.shape[0]

@@ -45,11 +45,8 @@ def _is_number(c):
     return isinstance(c, numbers.Real) and not isinstance(c, (bool, np.bool_))
 
 
-class Kernel:
-    """Base class: algebra and the call protocol."""
-
-    def __call__(self, X, Y=None, *, out=None, n_threads=None):
-        raise NotImplementedError
+class Kernel(_pw.KernelBase):
+    """Base class: the algebra of kernels on top of the call protocol."""
 
     # -- algebra ---------------------------------------------------------
     def __add__(self, other):
@@ -93,6 +90,17 @@ class Kernel:
     def _params(self):
         return {}
 
+    def as_metric(self):
+        """This kernel as a ``pairwise_kernels`` metric, or None for a composition.
+
+        Returns
+        -------
+        metric : tuple (str, dict) or None
+            The string kernel name and its parameters, e.g. ``("rbf", {"gamma": 0.5})``
+            for ``RBF(0.5)``; None when no single string kernel computes it.
+        """
+        return None
+
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({args})"
@@ -108,6 +116,10 @@ class _Named(Kernel):
     """A kernel computed by ``pairwise_kernels(metric=self._metric, **self._params())``."""
 
     _metric = None
+
+    def as_metric(self):
+        """This kernel as a ``pairwise_kernels`` metric: ``(name, parameters)``."""
+        return self._metric, dict(self._params())
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         return _pw.pairwise_kernels(X, Y, metric=self._metric, out=out,
@@ -135,9 +147,7 @@ class Polynomial(_Base):
     _metric = "poly"
 
     def __init__(self, degree=3, gamma=None, coef0=1.0):
-        if not isinstance(degree, numbers.Integral) or isinstance(degree, bool) or degree < 1:
-            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
-        self.degree = int(degree)
+        self.degree = _check_integer_degree(degree)
         self.gamma = check_real(gamma, "gamma", low=0.0, allow_none=True)
         self.coef0 = check_real(coef0, "coef0", low=0.0)
 
@@ -427,13 +437,3 @@ def min_eigenvalue(K):
     return float(linalg.eigh(K, eigvals_only=True, subset_by_index=[0, 0],
                              driver="evr")[0])
 
-
-def __getattr__(name):
-    # The kernels on strings, sets and graphs live in fastkern.structured, which
-    # builds on this module; they are reachable here too (kernels.Spectrum),
-    # imported on first use so that neither module imports the other at load.
-    from fastkern import structured
-
-    if name in structured.__all__:
-        return getattr(structured, name)
-    raise AttributeError(f"module 'fastkern.kernels' has no attribute {name!r}")

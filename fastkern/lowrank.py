@@ -5,23 +5,22 @@ chosen pivots, never forming K (O(n rank) memory, plus a transposed copy of X
 for RBF/Laplacian; O(n rank^2) time).  ``pivot_features`` extends the factor to
 new points (the Nystroem map on the pivots), as the estimators' low-rank
 solvers use it.
-``estimate_gamma`` picks an RBF ``gamma`` from the distribution of squared
-distances: the median heuristic, or kernlab's ``sigest``.
+``estimate_gamma`` (from ``fastkern._gamma``, exported here too) picks an RBF
+``gamma`` from the distribution of squared distances: the median heuristic, or
+kernlab's ``sigest``.
 """
 import math
 import time
-import warnings
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import check_random_state
 
 from fastkern import _inchol
-from fastkern import kernels
-from fastkern._kernel_api import (
-    check_kernel_param, kernel_gram, resolve_gamma, string_kernel_params,
-)
+from fastkern._gamma import GammaEstimate, estimate_gamma
+from fastkern._kernel_api import KernelSpec, check_kernel_param
+from fastkern.pairwise import KERNEL_CODES
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -106,7 +105,7 @@ def _check_kernel(kernel):
     check_kernel_param(kernel)
 
 
-def _diagonal(X, params):
+def _diagonal(X, spec):
     """diag(K), from DIAG_BLOCK x DIAG_BLOCK Gram blocks (so any kernel works).
 
     One thread: a block is a single tile, so more threads would only add the
@@ -114,26 +113,15 @@ def _diagonal(X, params):
     """
     n = X.shape[0]
     diag = np.empty(n)
+    spec = replace(spec, n_threads=1)
     for start in range(0, n, DIAG_BLOCK):
-        block = kernel_gram(X[start:start + DIAG_BLOCK], n_threads=1, **params)
+        block = spec.gram(X[start:start + DIAG_BLOCK])
         diag[start:start + block.shape[0]] = np.diagonal(block)
     return diag
 
 
-def _direct_kernel(kernel, gamma, kernel_params, n_features):
-    """(kind, gamma) when the kernel column is computed in the pivot step itself
-    (RBF and Laplacian, as strings or fastkern kernel objects), else None."""
-    if isinstance(kernel, str) and kernel in ("rbf", "laplacian"):
-        gamma = string_kernel_params(kernel, gamma=gamma, kernel_params=kernel_params).get(
-            "gamma")
-        kind = _inchol.RBF if kernel == "rbf" else _inchol.LAPLACIAN
-    elif type(kernel) in (kernels.RBF, kernels.Laplacian):
-        gamma = kernel.gamma
-        kind = _inchol.RBF if type(kernel) is kernels.RBF else _inchol.LAPLACIAN
-    else:
-        return None
-    gamma = 1.0 / n_features if gamma is None else check_real(gamma, "gamma", low=0.0)
-    return kind, gamma
+# The kernels whose column the pivot step computes itself.
+_DIRECT = {KERNEL_CODES["rbf"]: _inchol.RBF, KERNEL_CODES["laplacian"]: _inchol.LAPLACIAN}
 
 
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
@@ -198,19 +186,17 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     n_threads = check_n_threads(n_threads)
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = np.ascontiguousarray(X, dtype=dtype)
-    gamma = resolve_gamma(gamma, X, kernel)
-    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                  kernel_params=kernel_params)
-    direct = _direct_kernel(kernel, gamma, kernel_params, d)
-
-    if direct is not None:
+    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params, X=X)
+    compiled = spec.compiled(d)
+    if compiled is not None and compiled.kind in _DIRECT:
         # exp(-gamma * 0) on the diagonal.
-        kind, direct_gamma = direct
+        kind, direct_gamma = _DIRECT[compiled.kind], compiled.gamma
         resid = np.ones(n)
         Xt = np.ascontiguousarray(X.T)
     else:
         kind, direct_gamma = _inchol.GIVEN, 0.0
-        resid = _diagonal(X, params)
+        resid = _diagonal(X, spec)
         Xt = np.empty((0, 0), dtype=dtype)
     if not np.all(np.isfinite(resid)):
         raise ValueError("the kernel's diagonal k(x, x) is not finite for some rows of X "
@@ -224,6 +210,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
     column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
+    column_spec = replace(spec, n_threads=column_threads)
     chooser = _ThreadChooser(n_threads)
     k = 0
     p = int(np.argmax(resid))
@@ -242,8 +229,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if kind == _inchol.GIVEN:
             # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
             # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
-            kernel_gram(X[p:p + 1], X, n_threads=column_threads, out=Gt[k].reshape(1, n),
-                        **params)
+            column_spec.gram(X[p:p + 1], X, out=Gt[k].reshape(1, n))
         gp = np.array(Gt[:k, p], dtype=np.float64)
         threads = chooser.pick(k)
         start = time.perf_counter()
@@ -277,144 +263,3 @@ def pivot_features(K_cross, L):
 
 
 # ---------------------------------------------------------------- gamma estimates
-
-class GammaEstimate(NamedTuple):
-    """Result of :func:`estimate_gamma`.
-
-    gamma : float, the point estimate 1 / median of the squared distances.
-    quantiles : (3,) float64, 1 / the 0.9, 0.5 and 0.1 quantiles of the squared
-        distances, in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).
-        Any gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
-    """
-
-    gamma: float
-    quantiles: np.ndarray
-
-
-# Pairs per chunk when computing distances: bounds the temporary to
-# PAIR_CHUNK x d float64.
-PAIR_CHUNK = 1 << 15
-# The median heuristic uses every pair up to this many, else this many random pairs.
-MAX_PAIRS = 1_000_000
-
-
-def _sq_dists(X, i, j):
-    """||X[i] - X[j]||^2 for index arrays i, j, from direct differences in float64."""
-    out = np.empty(len(i))
-    for s in range(0, len(i), PAIR_CHUNK):
-        diff = X[i[s:s + PAIR_CHUNK]] - X[j[s:s + PAIR_CHUNK]]
-        if hasattr(diff, "multiply"):  # scipy sparse rows
-            out[s:s + PAIR_CHUNK] = np.asarray(diff.multiply(diff).sum(axis=1)).ravel()
-        else:
-            np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
-    return out
-
-
-def _scale(X):
-    """kernlab's scaled=TRUE: standardise columns (sample sd), unless one is constant."""
-    sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
-    constant = np.flatnonzero(sd == 0)
-    if constant.size:
-        warnings.warn(f"column(s) {constant.tolist()} of X are constant: X is not scaled "
-                      "(as kernlab's sigest)", UserWarning, stacklevel=3)
-        return X
-    return (X - X.mean(axis=0)) / sd
-
-
-def _from_distances(dist):
-    dist = dist[dist != 0]
-    if dist.size == 0:
-        raise ValueError("every sampled pair of rows of X is identical (all distances "
-                         "are 0): gamma cannot be estimated")
-    # numpy's default (linear) quantile is R's type 7, quantile()'s default.
-    q = np.quantile(dist, [0.9, 0.5, 0.1])
-    quantiles = 1.0 / q
-    return GammaEstimate(float(quantiles[1]), quantiles)
-
-
-def _gamma_from_pairs(X, i, j, scaled=False):
-    """The estimate from given pairs (kernlab's sigest once its pairs are drawn)."""
-    X = np.asarray(X, dtype=np.float64)
-    if scaled:
-        X = _scale(X)
-    return _from_distances(_sq_dists(X, np.asarray(i), np.asarray(j)))
-
-
-def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
-                   scaled=False):
-    """An RBF ``gamma`` for X from its squared pairwise distances.
-
-    method="median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
-    over pairs i != j.  With ``n_pairs`` None it uses every pair when there
-    are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
-    ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
-    random pairs.  Random pairs are uniform over the unordered pairs of
-    distinct rows (i uniform, j uniform among the other rows, with
-    replacement), drawn from ``random_state``.
-
-    method="sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
-    pairs (i, j), i and j drawn independently and uniformly with replacement
-    (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
-    R's random generator; the same pairs give the same values (tested), but
-    a seed here does not reproduce R's draw.
-
-    Both drop zero distances (identical rows, and i == j) and return 1 / the
-    0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
-    values, the middle one being the point estimate ``gamma``.  kernlab's
-    gamma is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
-
-    scaled : bool, default False.  True standardises the columns first
-        (centred, divided by the sample standard deviation; if any column is
-        constant nothing is scaled, with a warning), as kernlab's default
-        ``scaled = TRUE``; kernlab's ksvm scales the data it fits too.
-        fastkern's kernels use X as given, so the default estimates gamma for
-        X as given.
-
-    Returns a GammaEstimate (gamma, quantiles).
-    """
-    if method not in ("median", "sigest"):
-        raise ValueError(f"method must be 'median' or 'sigest', got {method!r}")
-    X = check_array_2d(X, "X")
-    frac = check_real(frac, "frac", low=0.0, low_inclusive=False)
-    n_pairs = check_int(n_pairs, "n_pairs", 1, allow_none=True)
-    if not isinstance(scaled, (bool, np.bool_)):
-        raise TypeError(f"scaled must be True or False, got {scaled!r}")
-    n = X.shape[0]
-    if n < 2:
-        raise ValueError(f"X needs at least 2 rows to estimate gamma, got {n}")
-    X = np.asarray(X, dtype=np.float64)
-    if scaled:
-        X = _scale(X)
-    rng = check_random_state(random_state)
-    if method == "sigest":
-        m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
-        if m < 1:
-            raise ValueError(f"frac * n_samples = {frac * n} gives no pairs: increase frac")
-        i = rng.randint(n, size=m)
-        j = rng.randint(n, size=m)
-    else:
-        i, j = _median_pairs(n, n_pairs, rng)
-    return _from_distances(_sq_dists(X, i, j))
-
-
-def _median_pairs(n, n_pairs, rng):
-    """The pairs of the median heuristic (see estimate_gamma)."""
-    total = n * (n - 1) // 2
-    m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
-    if m >= total:
-        return np.triu_indices(n, k=1)
-    i = rng.randint(n, size=m)
-    return i, (i + 1 + rng.randint(n - 1, size=m)) % n
-
-
-def median_gamma(X):
-    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
-    .gamma``, for dense or scipy sparse X (validated by the caller)."""
-    if not hasattr(X, "tocsr"):
-        return estimate_gamma(X, "median", random_state=0).gamma
-    n = X.shape[0]
-    if n < 2:
-        raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
-    X = X.tocsr().astype(np.float64)
-    i, j = _median_pairs(n, None, check_random_state(0))
-    return _from_distances(_sq_dists(X, i, j)).gamma

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma
+from fastkern._kernel_api import KernelSpec, is_precomputed, kernel_constraints, resolve_gamma
 from fastkern._validation import check_n_threads, n_threads_constraint
 
 __all__ = ["Nystroem"]
@@ -70,12 +70,10 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
 
     @property
     def _precomputed(self):
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None):
-        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                           coef0=self.coef0, kernel_params=self.kernel_params,
-                           n_threads=self.n_threads)
+        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):

@@ -73,7 +73,9 @@ def uses_direct_path(kind, n_features):
     return kind == _LAPLACIAN or (kind in _DISTANCE_KINDS and n_features <= DIRECT_MAX_FEATURES)
 
 
-def _gamma(gamma, n_features):
+def default_gamma(gamma, n_features):
+    """gamma as the compiled loops take it: None means 1 / n_features (scikit-learn's
+    default, the one place it is computed), else a checked number >= 0."""
     if gamma is None:
         return 1.0 / n_features
     return check_real(gamma, "gamma", low=0.0)
@@ -171,19 +173,19 @@ def polynomial_kernel(X, Y=None, degree=3, gamma=None, coef0=1, *, out=None, n_t
     """K(x, y) = (gamma <x, y> + coef0)^degree; gamma=None means 1/n_features."""
     degree = check_real(degree, "degree", low=1.0)
     coef0 = check_real(coef0, "coef0")
-    return _compute(X, Y, _POLY, gamma=_gamma(gamma, _features(X)), coef0=coef0,
+    return _compute(X, Y, _POLY, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
                     degree=degree, out=out, n_threads=n_threads)
 
 
 def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     """K(x, y) = exp(-gamma ||x - y||^2); gamma=None means 1/n_features."""
-    return _compute(X, Y, _RBF, gamma=_gamma(gamma, _features(X)), out=out,
+    return _compute(X, Y, _RBF, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads, path=path)
 
 
 def laplacian_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
     """K(x, y) = exp(-gamma ||x - y||_1) (L1 distance, as scikit-learn)."""
-    return _compute(X, Y, _LAPLACIAN, gamma=_gamma(gamma, _features(X)), out=out,
+    return _compute(X, Y, _LAPLACIAN, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads)
 
 
@@ -193,7 +195,7 @@ def sigmoid_kernel(X, Y=None, gamma=None, coef0=1, *, out=None, n_threads=None):
     Not positive definite in general (only for some gamma, coef0 and data).
     """
     coef0 = check_real(coef0, "coef0")
-    return _compute(X, Y, _SIGMOID, gamma=_gamma(gamma, _features(X)), coef0=coef0,
+    return _compute(X, Y, _SIGMOID, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
                     out=out, n_threads=n_threads)
 
 
@@ -203,7 +205,7 @@ def exponential_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
     Positive definite (the exponential of the linear kernel).  Large gamma <x, y>
     overflows to inf exactly as numpy's exp would.
     """
-    return _compute(X, Y, _EXPONENTIAL, gamma=_gamma(gamma, _features(X)), out=out,
+    return _compute(X, Y, _EXPONENTIAL, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads)
 
 
@@ -308,7 +310,7 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
 
 def _positive_gamma(gamma, n_features):
     if gamma is None:
-        return 1.0 / n_features
+        return default_gamma(None, n_features)
     return check_real(gamma, "gamma", low=0.0, low_inclusive=False)
 
 
@@ -431,6 +433,19 @@ KERNEL_PARAMS = {
 }
 
 
+class KernelBase:
+    """The call protocol of fastkern's kernel objects: ``k(X, Y=None, *, out=None, n_threads=None)``.
+
+    ``fastkern.kernels.Kernel`` (which adds the algebra) derives from it.  It
+    lives here so that ``pairwise_kernels`` can tell a kernel object (called on
+    whole arrays) from a scikit-learn callable (called on pairs of rows)
+    without importing the module of kernel objects, which builds on this one.
+    """
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        raise NotImplementedError
+
+
 def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=None,
                      out=None, n_threads=None, **kwds):
     """Kernel between arrays X and Y, as ``sklearn.metrics.pairwise.pairwise_kernels``.
@@ -443,9 +458,7 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
     scikit-learn kernel name or a callable k(x, y) on two rows; the last two
     are computed by scikit-learn (``n_jobs`` is passed to it).
     """
-    from fastkern.kernels import Kernel
-
-    if isinstance(metric, Kernel):
+    if isinstance(metric, KernelBase):
         return metric(X, Y, out=out, n_threads=n_threads)
     if isinstance(metric, str) and metric in _FUNCTIONS:
         if filter_params:

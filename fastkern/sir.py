@@ -25,7 +25,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._eigen import class_ridge_solve, column_signs
-from fastkern._kernel_api import kernel_constraints, kernel_gram, resolve_gamma, validate_input
+from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
+                                  resolve_gamma, validate_input)
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -371,12 +372,10 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_threads = n_threads
 
     def _precomputed(self):
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None, out=None):
-        return kernel_gram(X, Y, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                           coef0=self.coef0, kernel_params=self.kernel_params,
-                           n_threads=self.n_threads, out=out)
+        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, out=out)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):

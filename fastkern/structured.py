@@ -48,7 +48,7 @@ import scipy.sparse as sp
 
 from fastkern import _structured
 from fastkern.kernels import Kernel
-from fastkern._validation import check_int, check_n_threads, check_out, check_real
+from fastkern._validation import check_bool, check_int, check_n_threads, check_out, check_real
 
 __all__ = [
     "StructuredKernel",
@@ -153,8 +153,7 @@ class _StringKernel(StructuredKernel):
     _sample_kind = "string"
 
     def __init__(self, normalized=True, terminator=None):
-        if not isinstance(normalized, (bool, np.bool_)):
-            raise TypeError(f"normalized must be a bool, got {normalized!r}")
+        normalized = check_bool(normalized, "normalized")
         if terminator is not None and not isinstance(terminator, str):
             raise TypeError(f"terminator must be None or a string, got {terminator!r}")
         self.normalized = bool(normalized)
@@ -423,9 +422,7 @@ class Substring(_SubstringFamily):
         super().__init__(normalized, terminator)
         self.k = check_int(k, "k", 1)
         self.lambda_ = check_real(lambda_, "lambda_", low=0.0, low_inclusive=False)
-        if not isinstance(full, (bool, np.bool_)):
-            raise TypeError(f"full must be a bool, got {full!r}")
-        self.full = bool(full)
+        self.full = check_bool(full, "full")
 
     def _params(self):
         return {"k": self.k, "lambda_": self.lambda_, "full": self.full,
@@ -635,9 +632,7 @@ class WeisfeilerLehman(StructuredKernel):
 
     def __init__(self, n_iter=5, normalize=False):
         self.n_iter = check_int(n_iter, "n_iter", 0)
-        if not isinstance(normalize, (bool, np.bool_)):
-            raise TypeError(f"normalize must be a bool, got {normalize!r}")
-        self.normalize = bool(normalize)
+        self.normalize = check_bool(normalize, "normalize")
 
     def _params(self):
         return {"n_iter": self.n_iter, "normalize": self.normalize}

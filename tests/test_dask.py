@@ -17,7 +17,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from fastkern import _dask, large_n  # noqa: E402
+from fastkern import _dask  # noqa: E402
 from fastkern.decomposition import KernelPCA  # noqa: E402
 
 RNG = np.random.default_rng(7)
@@ -112,11 +112,11 @@ def _pids(client):
 
 def test_numpy_input_with_client_matches_in_process(client, data):
     X, Xt, ref = data
-    est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
+    est = _kpca().fit(X, client=client, timeout=TIMEOUT)
     assert est._fit_solver == "matrix-free"
     _assert_same_fit(est, ref)
     np.testing.assert_allclose(est._fit_row_means, ref._fit_row_means, rtol=1e-12)
-    P = large_n.transform_kernel_pca(est, Xt, client=client, timeout=TIMEOUT)
+    P = est.transform(Xt)
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
@@ -149,12 +149,11 @@ def test_kernelpca_with_dask_array(client, data):
 def test_dask_array_input(client, data):
     X, Xt, ref = data
     Xd = da.from_array(X, chunks=(123, 5))  # ragged row chunks
-    est = large_n.fit_kernel_pca(_kpca(), Xd, timeout=TIMEOUT)  # default client
+    est = _kpca().fit(Xd, timeout=TIMEOUT)  # default client
     np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
     assert isinstance(est.X_fit_, np.ndarray)
     np.testing.assert_array_equal(est.X_fit_, X)
-    P = large_n.transform_kernel_pca(est, da.from_array(Xt, chunks=(10, 5)), client=client,
-                                     timeout=TIMEOUT)
+    P = est.transform(da.from_array(Xt, chunks=(10, 5)))
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
@@ -185,7 +184,7 @@ def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch, tmp_path):
         return run(self, V, A)
 
     monkeypatch.setattr(_dask._Passes, "run", third_pass_kills)
-    est = _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), X, client=client, timeout=TIMEOUT)
+    est = _within(WATCHDOG, _kpca().fit, X, client=client, timeout=TIMEOUT)
     assert os.path.exists(marker) and len(calls) > 3
     _assert_same_fit(est, ref)
     client.wait_for_workers(2, timeout=RESTART)  # the nanny restarted it
@@ -216,7 +215,7 @@ def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypat
     monkeypatch.setattr(_dask._Passes, "run",
                         lambda self, V, A=None: passes.append(1) or run(self, V, A))
     monkeypatch.setattr(type(client), "scatter", scatter_then_kill)
-    est = _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), X, client=client, timeout=TIMEOUT)
+    est = _within(WATCHDOG, _kpca().fit, X, client=client, timeout=TIMEOUT)
     assert len(killed) == 1
     assert scatters.count(X.shape) == len(passes) + 1  # pass 3 ran again
     _assert_same_fit(est, ref)
@@ -236,17 +235,17 @@ def test_openmp_threads_per_task_do_not_oversubscribe(client):
 def test_bad_dask_input(client):
     X = RNG.standard_normal((300, 6))
     with pytest.raises(ValueError, match="chunked along its columns.*rechunk"):
-        large_n.fit_kernel_pca(_kpca(), da.from_array(X, chunks=(100, 3)), timeout=TIMEOUT)
+        _kpca().fit(da.from_array(X, chunks=(100, 3)), timeout=TIMEOUT)
     Xn = X.copy()
     Xn[250, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        large_n.fit_kernel_pca(_kpca(), da.from_array(Xn, chunks=(100, 6)), timeout=TIMEOUT)
+        _kpca().fit(da.from_array(Xn, chunks=(100, 6)), timeout=TIMEOUT)
     with pytest.raises(ValueError, match="2-D"):
-        large_n.fit_kernel_pca(_kpca(), da.ones(10, chunks=5), timeout=TIMEOUT)
+        _kpca().fit(da.ones(10, chunks=5), timeout=TIMEOUT)
     with pytest.raises(TypeError, match="distributed.Client"):
-        large_n.fit_kernel_pca(_kpca(), X, client="tcp://127.0.0.1:1")
+        _kpca().fit(X, client="tcp://127.0.0.1:1")
     with pytest.raises(ValueError, match="nystrom"):
-        large_n.fit_kernel_pca(KernelPCA(2, eigen_solver="nystrom"), X, client=client)
+        KernelPCA(2, eigen_solver="nystrom").fit(X, client=client)
 
 
 @pytest.mark.parametrize("timeout, error", [(0, ValueError), (-1, ValueError),
@@ -257,13 +256,12 @@ def test_bad_timeout(client, timeout, error):
     with pytest.raises(error, match="timeout"):
         _kpca().fit(X, client=client, timeout=timeout)
     with pytest.raises(error, match="timeout"):
-        large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=timeout)
+        _kpca().fit(X, client=client, timeout=timeout)
 
 
 def test_one_default_timeout():
     defaults = {inspect.signature(f).parameters["timeout"].default
-                for f in (KernelPCA.fit, KernelPCA.fit_transform, large_n.fit_kernel_pca,
-                          large_n.transform_kernel_pca, _dask.fit_kernel_pca,
+                for f in (KernelPCA.fit, KernelPCA.fit_transform, _dask.fit_products,
                           _dask.cross_product, _dask.materialize)}
     assert defaults == {_dask.DEFAULT_TIMEOUT}
 
@@ -290,7 +288,7 @@ def test_pass_retried_when_a_scatter_loses_its_worker(client, data, monkeypatch)
         return scatter(self, *args, **kwargs)
 
     monkeypatch.setattr(type(client), "scatter", flaky_scatter)
-    est = large_n.fit_kernel_pca(_kpca(), X, client=client, timeout=TIMEOUT)
+    est = _kpca().fit(X, client=client, timeout=TIMEOUT)
     assert failures == [1]
     _assert_same_fit(est, ref)
 
@@ -307,13 +305,13 @@ def test_pass_reruns_are_bounded(client, data, monkeypatch):
     monkeypatch.setattr(type(client), "scatter", lost)
     monkeypatch.setattr(_dask, "_RETRY_PAUSE", 0.0)
     with pytest.raises(RuntimeError, match="lost a worker in each of 3 attempts"):
-        large_n.fit_kernel_pca(_kpca(), data[0], client=client, timeout=TIMEOUT)
+        _kpca().fit(data[0], client=client, timeout=TIMEOUT)
     assert len(calls) == _dask._PASS_ATTEMPTS
     # ... and by the deadline: the pause before a rerun ends at it.
     calls.clear()
     monkeypatch.setattr(_dask, "_RETRY_PAUSE", TIMEOUT)
     with pytest.raises(TimeoutError, match="kernel pass 1 .*timeout=0.5 s"):
-        _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=client, timeout=0.5)
+        _within(WATCHDOG, _kpca().fit, data[0], client=client, timeout=0.5)
     assert len(calls) <= 1
 
 
@@ -326,7 +324,7 @@ def test_pass_timeout_is_not_retried(client, data, monkeypatch):
 
     monkeypatch.setattr(type(client), "scatter", slow)
     with pytest.raises(TimeoutError, match="the scatter of X"):
-        large_n.fit_kernel_pca(_kpca(), data[0], client=client, timeout=TIMEOUT)
+        _kpca().fit(data[0], client=client, timeout=TIMEOUT)
     assert calls == [1]
 
 
@@ -349,7 +347,7 @@ def test_stuck_dask_array_load_raises_at_the_deadline(client, tmp_path):
     Xd = Xd.map_blocks(_release_when(marker), meta=np.empty((0, 0)))  # no call to infer meta
     try:
         with pytest.raises(TimeoutError, match=r"loading the dask array X .*timeout=2 s"):
-            _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), Xd, timeout=2)
+            _within(WATCHDOG, _kpca().fit, Xd, timeout=2)
     finally:
         open(marker, "w").close()
 
@@ -369,7 +367,7 @@ def test_hung_scatter_raises_at_the_deadline(client, data, monkeypatch):
     monkeypatch.setitem(client.cluster.scheduler.handlers, "scatter", hung_scatter)
     try:
         with pytest.raises(TimeoutError, match=r"kernel pass 1 .*timeout=2 s.*scatter of X"):
-            _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=client,
+            _within(WATCHDOG, _kpca().fit, data[0], client=client,
                     timeout=2)
     finally:
         release.set()
@@ -398,7 +396,7 @@ def test_lost_cluster_raises_within_the_deadline(data, lost):
             else:
                 _within(WATCHDOG, c.retire_workers, close_workers=True)
             with pytest.raises(TimeoutError, match="did not finish within timeout=3 s"):
-                _within(WATCHDOG, large_n.fit_kernel_pca, _kpca(), data[0], client=c, timeout=3)
+                _within(WATCHDOG, _kpca().fit, data[0], client=c, timeout=3)
         finally:
             _within(WATCHDOG, c.close, timeout=TIMEOUT)
             _within(WATCHDOG, cluster.close, timeout=TIMEOUT)
@@ -411,5 +409,5 @@ def test_gamma_strings_on_the_cluster_match_in_process(client, data, gamma):
     est = _kpca(gamma=gamma).fit(X, client=client, timeout=TIMEOUT)
     assert est.gamma_ == ref.gamma_
     _assert_same_fit(est, ref)
-    P = large_n.transform_kernel_pca(est, Xt, client=client, timeout=TIMEOUT)
+    P = est.transform(Xt)
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)

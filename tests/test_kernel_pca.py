@@ -1,6 +1,5 @@
 import sys
 import tracemalloc
-import types
 import warnings
 
 import numpy as np
@@ -296,25 +295,22 @@ def test_verbose_block_krylov(capsys):
 
 @pytest.fixture
 def fake_large_n(monkeypatch):
+    """Records which fits and transforms KernelPCA hands to its large-N solvers."""
     calls = []
 
-    def fit_kernel_pca(est, X):
+    def fit(est, X, solver, products=None):
         calls.append(("fit", X.shape))
         est.eigenvalues_ = np.ones(2)
         est.eigenvectors_ = np.zeros((X.shape[0], 2))
         est.X_fit_ = X
-        est._fit_solver = "nystrom" if est.eigen_solver == "nystrom" else "matrix-free"
-        return est
+        est._fit_solver = solver
 
-    def transform_kernel_pca(est, X):
+    def transform(est, X, client=None):
         calls.append(("transform", X.shape))
         return np.zeros((X.shape[0], 2))
 
-    fake = types.ModuleType("fastkern.large_n")
-    fake.fit_kernel_pca = fit_kernel_pca
-    fake.transform_kernel_pca = transform_kernel_pca
-    monkeypatch.setitem(sys.modules, "fastkern.large_n", fake)
-    monkeypatch.setattr(fastkern, "large_n", fake, raising=False)
+    monkeypatch.setattr(KernelPCA, "_fit_large_n", fit)
+    monkeypatch.setattr(KernelPCA, "_transform_large_n", transform)
     return calls
 
 

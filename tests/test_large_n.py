@@ -12,7 +12,8 @@ from sklearn.preprocessing import KernelCenterer
 
 import fastkern.kernels as fk
 from fastkern.decomposition import KernelPCA
-from fastkern.large_n import KernelOperator, fit_kernel_pca, parse_memory_budget
+from fastkern._validation import parse_memory_budget
+from fastkern.large_n import KernelOperator
 from fastkern.nystroem import Nystroem
 
 RNG = np.random.default_rng(1234)
@@ -335,12 +336,12 @@ def test_nystrom_bad_input():
         KernelPCA(2, kernel="precomputed", eigen_solver="nystrom").fit(X @ X.T)
 
 
-def test_fit_kernel_pca_direct_call_validates():
+def test_matrix_free_fit_validates():
     est = KernelPCA(2, kernel="rbf", eigen_solver="matrix-free")
-    with pytest.raises(ValueError, match="2-D"):
-        fit_kernel_pca(est, np.ones(5))
+    with pytest.raises(ValueError, match="2D array"):
+        est.fit(np.ones(5))
     with pytest.raises(ValueError, match="at least 2 samples"):
-        fit_kernel_pca(est, np.ones((1, 3)))
+        est.fit(np.ones((1, 3)))
 
 
 @pytest.mark.parametrize("kernel", ["rbf", fk.RBF(0.1) + fk.Linear()])

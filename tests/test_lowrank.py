@@ -18,7 +18,8 @@ from sklearn.metrics import pairwise as skp
 import fastkern
 from fastkern import kernels
 from fastkern._testing import time_to_interrupt
-from fastkern.lowrank import _gamma_from_pairs, estimate_gamma, incomplete_cholesky
+from fastkern._gamma import _gamma_from_pairs
+from fastkern.lowrank import estimate_gamma, incomplete_cholesky
 from fastkern._testing import have_kernlab, rerun_r_script
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"

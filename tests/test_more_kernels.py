@@ -591,15 +591,14 @@ def test_kernel_object_parameter_errors():
 
 
 def test_objects_stay_off_the_matrix_free_path():
-    # large_n's compiled matrix-free products know only KERNEL_CODES kernels;
-    # the new objects must not look like those (kernels._Base).
-    for k in OBJECTS.values():
-        assert not isinstance(k, kernels._Base)
-    from fastkern.large_n import _cython_spec
+    # The compiled matrix-free products know only KERNEL_CODES kernels.
+    from fastkern._kernel_api import KernelSpec
 
     for name in NAMES:
-        assert _cython_spec(name, None, 3, 1, None, 4) is None
-        assert _cython_spec(OBJECTS[name], None, 3, 1, None, 4) is None
+        assert KernelSpec.from_params(name).compiled(4) is None
+        assert KernelSpec.from_params(OBJECTS[name]).compiled(4) is None
+    assert KernelSpec.from_params(kernels.RBF(0.5)).compiled(4).gamma == 0.5
+    assert KernelSpec.from_params("rbf").compiled(4).gamma == 0.25
 
 
 # -- kernlab reference file ---------------------------------------------------

@@ -1,0 +1,157 @@
+"""Data-dependent RBF widths: the median heuristic and kernlab's ``sigest``.
+
+Below the kernel plumbing (``_kernel_api.resolve_gamma`` uses
+:func:`median_gamma` for the estimators' ``gamma="median"``); public as
+``fastkern.estimate_gamma`` and ``fastkern.lowrank.estimate_gamma``.
+"""
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from fastkern._validation import check_array_2d, check_bool, check_int, check_real
+
+__all__ = ["GammaEstimate", "estimate_gamma", "median_gamma"]
+
+
+class GammaEstimate(NamedTuple):
+    """Result of :func:`estimate_gamma`.
+
+    gamma : float, the point estimate 1 / median of the squared distances.
+    quantiles : (3,) float64, 1 / the 0.9, 0.5 and 0.1 quantiles of the squared
+        distances, in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).
+        Any gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
+    """
+
+    gamma: float
+    quantiles: np.ndarray
+
+
+# Pairs per chunk when computing distances: bounds the temporary to
+# PAIR_CHUNK x d float64.
+PAIR_CHUNK = 1 << 15
+# The median heuristic uses every pair up to this many, else this many random pairs.
+MAX_PAIRS = 1_000_000
+
+
+def _sq_dists(X, i, j):
+    """||X[i] - X[j]||^2 for index arrays i, j, from direct differences in float64."""
+    out = np.empty(len(i))
+    for s in range(0, len(i), PAIR_CHUNK):
+        diff = X[i[s:s + PAIR_CHUNK]] - X[j[s:s + PAIR_CHUNK]]
+        if hasattr(diff, "multiply"):  # scipy sparse rows
+            out[s:s + PAIR_CHUNK] = np.asarray(diff.multiply(diff).sum(axis=1)).ravel()
+        else:
+            np.einsum("ij,ij->i", diff, diff, out=out[s:s + PAIR_CHUNK])
+    return out
+
+
+def _scale(X):
+    """kernlab's scaled=TRUE: standardise columns (sample sd), unless one is constant."""
+    sd = X.std(axis=0, ddof=1) if X.shape[0] > 1 else np.zeros(X.shape[1])
+    constant = np.flatnonzero(sd == 0)
+    if constant.size:
+        warnings.warn(f"column(s) {constant.tolist()} of X are constant: X is not scaled "
+                      "(as kernlab's sigest)", UserWarning, stacklevel=3)
+        return X
+    return (X - X.mean(axis=0)) / sd
+
+
+def _from_distances(dist):
+    dist = dist[dist != 0]
+    if dist.size == 0:
+        raise ValueError("every sampled pair of rows of X is identical (all distances "
+                         "are 0): gamma cannot be estimated")
+    # numpy's default (linear) quantile is R's type 7, quantile()'s default.
+    q = np.quantile(dist, [0.9, 0.5, 0.1])
+    quantiles = 1.0 / q
+    return GammaEstimate(float(quantiles[1]), quantiles)
+
+
+def _gamma_from_pairs(X, i, j, scaled=False):
+    """The estimate from given pairs (kernlab's sigest once its pairs are drawn)."""
+    X = np.asarray(X, dtype=np.float64)
+    if scaled:
+        X = _scale(X)
+    return _from_distances(_sq_dists(X, np.asarray(i), np.asarray(j)))
+
+
+def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
+                   scaled=False):
+    """An RBF ``gamma`` for X from its squared pairwise distances.
+
+    method="median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
+    over pairs i != j.  With ``n_pairs`` None it uses every pair when there
+    are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
+    ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
+    random pairs.  Random pairs are uniform over the unordered pairs of
+    distinct rows (i uniform, j uniform among the other rows, with
+    replacement), drawn from ``random_state``.
+
+    method="sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
+    pairs (i, j), i and j drawn independently and uniformly with replacement
+    (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
+    R's random generator; the same pairs give the same values (tested), but
+    a seed here does not reproduce R's draw.
+
+    Both drop zero distances (identical rows, and i == j) and return 1 / the
+    0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
+    values, the middle one being the point estimate ``gamma``.  kernlab's
+    gamma is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
+
+    scaled : bool, default False.  True standardises the columns first
+        (centred, divided by the sample standard deviation; if any column is
+        constant nothing is scaled, with a warning), as kernlab's default
+        ``scaled = TRUE``; kernlab's ksvm scales the data it fits too.
+        fastkern's kernels use X as given, so the default estimates gamma for
+        X as given.
+
+    Returns a GammaEstimate (gamma, quantiles).
+    """
+    if method not in ("median", "sigest"):
+        raise ValueError(f"method must be 'median' or 'sigest', got {method!r}")
+    X = check_array_2d(X, "X")
+    frac = check_real(frac, "frac", low=0.0, low_inclusive=False)
+    n_pairs = check_int(n_pairs, "n_pairs", 1, allow_none=True)
+    scaled = check_bool(scaled, "scaled")
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"X needs at least 2 rows to estimate gamma, got {n}")
+    X = np.asarray(X, dtype=np.float64)
+    if scaled:
+        X = _scale(X)
+    rng = check_random_state(random_state)
+    if method == "sigest":
+        m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
+        if m < 1:
+            raise ValueError(f"frac * n_samples = {frac * n} gives no pairs: increase frac")
+        i = rng.randint(n, size=m)
+        j = rng.randint(n, size=m)
+    else:
+        i, j = _median_pairs(n, n_pairs, rng)
+    return _from_distances(_sq_dists(X, i, j))
+
+
+def _median_pairs(n, n_pairs, rng):
+    """The pairs of the median heuristic (see estimate_gamma)."""
+    total = n * (n - 1) // 2
+    m = min(total, MAX_PAIRS) if n_pairs is None else n_pairs
+    if m >= total:
+        return np.triu_indices(n, k=1)
+    i = rng.randint(n, size=m)
+    return i, (i + 1 + rng.randint(n - 1, size=m)) % n
+
+
+def median_gamma(X):
+    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
+    .gamma``, for dense or scipy sparse X (validated by the caller)."""
+    if not hasattr(X, "tocsr"):
+        return estimate_gamma(X, "median", random_state=0).gamma
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
+    X = X.tocsr().astype(np.float64)
+    i, j = _median_pairs(n, None, check_random_state(0))
+    return _from_distances(_sq_dists(X, i, j)).gamma

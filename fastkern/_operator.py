@@ -1,0 +1,168 @@
+"""The matrix-free kernel operator: products with K(A, X) without storing K.
+
+``KernelOperator`` returns K(A, X) @ V and K(A, X) @ 1 computed tile by tile
+(``fastkern._matfree``) for the kernels the compiled loops have, and in row
+blocks through ``KernelSpec.gram`` for the others.  It knows nothing of
+eigensolvers or estimators: ``fastkern.large_n``'s solvers and the Dask
+backend's tasks (``fastkern._dask``) call it.
+
+Passes over K report how far they have got to the sink installed by
+:func:`reporting_progress` (the command line's progress bar).
+"""
+import contextlib
+import contextvars
+
+import numpy as np
+
+from fastkern import _gram, _matfree
+from fastkern._kernel_api import KernelSpec
+from fastkern._threads import blas_limit
+from fastkern._validation import check_n_threads
+from fastkern.pairwise import KERNEL_CODES, uses_direct_path
+
+__all__ = ["KernelOperator", "reporting_progress"]
+
+_TILE = _matfree.tile_size
+# Who hears how far a pass over K has got (see reporting_progress).
+_PROGRESS_SINK = contextvars.ContextVar("fastkern_progress_sink", default=None)
+_PASS_LABEL = contextvars.ContextVar("fastkern_pass_label", default="pass over K")
+
+
+@contextlib.contextmanager
+def reporting_progress(sink):
+    """Within the block, matrix-free passes over K report to ``sink(label, fraction)``.
+
+    label says which pass ("row means", "pass 3, largest residual 2.1e-05",
+    "transform"); fraction runs from 0 to 1 within it.  The command line
+    draws its progress bar from these calls; the estimators' signatures stay
+    scikit-learn's.
+    """
+    token = _PROGRESS_SINK.set(sink)
+    try:
+        yield
+    finally:
+        _PROGRESS_SINK.reset(token)
+
+
+@contextlib.contextmanager
+def pass_label(label):
+    """Within the block, passes over K report under ``label`` (e.g. "transform")."""
+    token = _PASS_LABEL.set(label)
+    try:
+        yield
+    finally:
+        _PASS_LABEL.reset(token)
+
+
+def _report_fraction():
+    """A per-pass progress callback for the current sink, or None without one."""
+    sink = _PROGRESS_SINK.get()
+    if sink is None:
+        return None
+    label = _PASS_LABEL.get()
+    sink(label, 0.0)
+    return lambda fraction: sink(label, fraction)
+
+
+class KernelOperator:
+    """Products with K(A, X) for fixed training rows X, without storing the kernel.
+
+    String kernels (and fastkern's base kernel objects) run the Cython tile loop
+    of ``fastkern._matfree``; other kernels (callables, composed kernel objects)
+    are evaluated in row blocks by ``kernel_gram`` and multiplied by NumPy;
+    "precomputed" multiplies the given kernel matrix.
+    """
+
+    def __init__(self, X, *, kernel="rbf", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, n_threads=None, memory_budget=None):
+        spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                      kernel_params=kernel_params, n_threads=n_threads, X=X)
+        self._setup(X, spec, memory_budget)
+
+    @classmethod
+    def from_spec(cls, X, spec, *, memory_budget=None):
+        """The operator of a :class:`~fastkern._kernel_api.KernelSpec` on training rows X."""
+        op = cls.__new__(cls)
+        op._setup(X, spec, memory_budget)
+        return op
+
+    def _setup(self, X, spec, memory_budget):
+        self.X = X
+        self.kernel_spec = spec
+        self.n_threads = check_n_threads(spec.n_threads)
+        self.budget = memory_budget
+        self.compiled = spec.compiled(X.shape[1])
+        if self.compiled is not None:
+            self._setup_tiles(self.compiled)
+        elif not spec.precomputed:
+            # One block of rows of K(A, X) at a time, in float64.
+            rows = _TILE if memory_budget is None else memory_budget // (8 * X.shape[0])
+            if rows < 1:
+                raise ValueError(
+                    f"memory_budget={memory_budget} bytes is too small for one row of "
+                    f"the kernel matrix ({8 * X.shape[0]} bytes)")
+            self.block_rows = int(min(rows, _TILE))
+
+    def _setup_tiles(self, spec):
+        X = self.X
+        self.direct = uses_direct_path(spec.kind, X.shape[1])
+        per_thread = _TILE * _TILE * (X.itemsize + (8 if X.dtype == np.float32 else 0))
+        if self.budget is not None:
+            if self.budget < per_thread:
+                raise ValueError(
+                    f"memory_budget={self.budget} bytes is too small for one "
+                    f"{_TILE} x {_TILE} kernel tile ({per_thread} bytes)")
+            # Fewer threads rather than more memory than the caller allowed.
+            self.n_threads = max(1, min(self.n_threads, self.budget // per_thread))
+        self.Xt = np.ascontiguousarray(X.T) if self.direct else X
+        # BLAS RBF works on rows centred in float64 (see fastkern._gram):
+        # O(N d) more memory, outside the tile budget.
+        self.mean = None
+        self.Xc, self.xn = np.empty((0, X.shape[1])), np.empty(0)
+        if spec.kind == KERNEL_CODES["rbf"] and not self.direct:
+            self.mean = _gram.common_mean(X)
+            self.Xc, self.xn = _gram.centred_rows(X, self.mean, self.n_threads)
+        self.tiles = np.empty((self.n_threads, _TILE * _TILE), dtype=X.dtype)
+        self.dtiles = np.empty((self.n_threads, _TILE * _TILE) if X.dtype == np.float32
+                               else (1, 1))
+
+    def matmat(self, V, A=None):
+        """K(A, X) @ V (A None means X itself) as a float64 (n_A, b) array."""
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        return self._product(V, A)
+
+    def row_sums(self, A=None):
+        """K(A, X) @ 1 as a float64 vector."""
+        if self.compiled is not None:
+            return self._product(np.empty((self.X.shape[0], 0)), A)[:, 0]
+        return self._product(np.ones((self.X.shape[0], 1)), A)[:, 0]
+
+    def _product(self, V, A):
+        symmetric = A is None
+        A = self.X if symmetric else A
+        if self.compiled is None:
+            return self._product_blocks(V, A, symmetric)
+        progress = _report_fraction()
+        spec = self.compiled
+        out = np.empty((A.shape[0], max(V.shape[1], 1)))
+        Ac, an = self.Xc, self.xn
+        if self.mean is not None and not symmetric:
+            Ac, an = _gram.centred_rows(A, self.mean, self.n_threads)
+        with blas_limit(1):
+            _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, an, self.xn, V, out,
+                                    self.tiles, self.dtiles, spec.kind, spec.gamma,
+                                    spec.coef0, spec.degree, self.direct, symmetric,
+                                    self.n_threads, progress)
+        return out
+
+    def _product_blocks(self, V, A, symmetric):
+        if self.kernel_spec.precomputed:
+            return np.asarray(A, dtype=np.float64) @ V
+        progress = _report_fraction()
+        out = np.empty((A.shape[0], V.shape[1]))
+        for i in range(0, A.shape[0], self.block_rows):
+            block = self.kernel_spec.gram(A[i:i + self.block_rows], self.X)
+            np.matmul(block, V, out=out[i:i + self.block_rows], dtype=np.float64)
+            if progress is not None:
+                progress(min(1.0, (i + self.block_rows) / A.shape[0]))
+        return out
