@@ -80,16 +80,21 @@ class _ThreadChooser:
 
 
 class IncompleteCholesky(NamedTuple):
-    """Result of :func:`incomplete_cholesky`.
+    """Result of :func:`incomplete_cholesky`, a named tuple.
 
-    G : (n, rank) array, Fortran order (its columns are contiguous), K ~ G G^T.
-    pivots : (rank,) int array, the pivot rows in the order they were chosen.
-    residual_trace : (rank + 1,) float64, trace(K - G_k G_k^T) after k pivots
-        (entry 0 is trace(K)).
-    max_residual : (rank + 1,) float64, the largest diagonal entry of
-        K - G_k G_k^T after k pivots; the first `rank` entries are kernlab's
-        ``maxresiduals``, and the factorisation stopped because the last one is
-        <= tol (or rank reached max_rank, or the rounding level).
+    Parameters
+    ----------
+    G : ndarray of shape (n_samples, rank)
+        Fortran order (its columns are contiguous), K ~ G G^T.
+    pivots : ndarray of shape (rank,)
+        The pivot rows (int), in the order they were chosen.
+    residual_trace : ndarray of shape (rank + 1,)
+        The float64 trace(K - G_k G_k^T) after k pivots (entry 0 is trace(K)).
+    max_residual : ndarray of shape (rank + 1,)
+        The largest diagonal entry of K - G_k G_k^T after k pivots (float64); the
+        first `rank` entries are kernlab's ``maxresiduals``, and the
+        factorisation stopped because the last one is <= tol (or rank reached
+        max_rank, or the rounding level).
     """
 
     G: np.ndarray
@@ -138,7 +143,7 @@ def _direct_kernel(kernel, gamma, kernel_params, n_features):
 
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
                         kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
-    """Pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
+    """Compute a pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
 
     Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
     the largest residual diagonal r_p (the first such row on ties), computes
@@ -153,6 +158,47 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     compute the column with fastkern's Gram code first.  Memory: n x rank for
     G, plus a transposed copy of X (n x d, RBF/Laplacian) and O(n).
 
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite data.  float32 input gives a float32 G (kernel columns in
+        float32, the update accumulated in float64).
+    kernel : str, Kernel or callable, default="rbf"
+        A fastkern string kernel ("rbf", "laplacian", "linear", "poly",
+        "sigmoid", "exponential"), a fastkern kernel object or a callable.
+        "precomputed" is refused.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as the estimators take it: None is 1 / n_features;
+        "scale" and "median" as the estimators, 1 / (n_features X.var()) and the
+        median heuristic of :func:`estimate_gamma`.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Further parameters of a callable kernel, as the estimators take them.
+    tol : float, default=1e-6
+        The bound (>= 0) on the largest residual diagonal.
+    max_rank : int, default=None
+        The most pivots (>= 1); None means n, and values above n mean n.
+    n_threads : int, default=None
+        The most threads used; None means OpenMP's default.  Each pivot step
+        runs on 1 or n_threads threads, whichever has been faster per unit of
+        work on recent steps (both re-timed as it goes): on a loaded machine a
+        parallel step can be slower than a serial one.  The result does not
+        depend on the thread count.
+
+    Returns
+    -------
+    IncompleteCholesky
+        The named tuple (G, pivots, residual_trace, max_residual).
+
+    See Also
+    --------
+    pivot_features : The rows of G for new points.
+
+    Notes
+    -----
     Stopping rule (kernlab's, so that ranks and pivots agree with it): before
     each step the largest residual diagonal max_i r_i is compared with
     ``tol``; the factorisation stops when it is <= tol.  Since the residual
@@ -166,28 +212,16 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     the residual, sum_i r_i (the nuclear norm of K - G G^T), is reported at
     every step in ``residual_trace``.
 
-    Parameters
-    ----------
-    X : array of shape (n, d), finite.  float32 input gives a float32 G
-        (kernel columns in float32, the update accumulated in float64).
-    kernel : a fastkern string kernel ("rbf", "laplacian", "linear", "poly",
-        "sigmoid", "exponential"), a fastkern kernel object or a callable,
-        with gamma / degree / coef0 / kernel_params as the estimators take
-        them (gamma=None is 1 / n_features; "scale" and "median" as the
-        estimators: 1 / (n_features X.var()) and the median heuristic of
-        :func:`estimate_gamma`).  "precomputed" is refused.
-    tol : float >= 0, the bound on the largest residual diagonal.
-    max_rank : int >= 1 or None (n); values above n mean n.
-    n_threads : None (OpenMP's default) or a positive int, the most threads
-        used.  Each pivot step runs on 1 or n_threads threads, whichever has
-        been faster per unit of work on recent steps (both re-timed as it
-        goes): on a loaded machine a parallel step can be slower than a
-        serial one.  The result does not depend on the thread count.
-
-    Returns
-    -------
-    IncompleteCholesky (G, pivots, residual_trace, max_residual).
     Ctrl-C is honoured between pivots and within a long step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import incomplete_cholesky
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> res = incomplete_cholesky(X, "rbf", gamma=0.5, tol=1e-3)
+    >>> bool(res.max_residual[-1] <= 1e-3), res.G.shape[0]
+    (True, 100)
     """
     _check_kernel(kernel)
     X = check_array_2d(X, "X")
@@ -261,14 +295,25 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
 
 
 def pivot_features(K_cross, L):
-    """Rows of an incomplete Cholesky factor for new points: the Nystroem map on the pivots.
+    """Compute the rows of an incomplete Cholesky factor for new points.
 
-    K_cross = k(X_new, X[pivots]) (m x r) and L = G[pivots] (r x r, lower
-    triangular up to rounding: a pivot's residual is 0 in later columns).
-    Returns g (m x r) solving L g(x)^T = k(X[pivots], x); since G G^T
-    reproduces K on the pivot columns, G = K[:, pivots] L^-T, so on training
-    points g gives back the rows of G, and g(x) g(y)^T is the Nystroem
-    approximation k_P(x) K_PP^-1 k_P(y).
+    The Nystroem map on the pivots: since G G^T reproduces K on the pivot
+    columns, G = K[:, pivots] L^-T, so on training points the result gives back
+    the rows of G, and g(x) g(y)^T is the Nystroem approximation
+    k_P(x) K_PP^-1 k_P(y).
+
+    Parameters
+    ----------
+    K_cross : array-like of shape (n_queries, rank)
+        The kernel k(X_new, X[pivots]).
+    L : ndarray of shape (rank, rank)
+        G[pivots], lower triangular up to rounding (a pivot's residual is 0 in
+        later columns).
+
+    Returns
+    -------
+    g : ndarray of shape (n_queries, rank)
+        The solution of L g(x)^T = k(X[pivots], x), float64.
     """
     K_cross = np.asarray(K_cross, dtype=np.float64)
     if L.shape[0] == 0:
@@ -279,12 +324,16 @@ def pivot_features(K_cross, L):
 # ---------------------------------------------------------------- gamma estimates
 
 class GammaEstimate(NamedTuple):
-    """Result of :func:`estimate_gamma`.
+    """Result of :func:`estimate_gamma`, a named tuple.
 
-    gamma : float, the point estimate 1 / median of the squared distances.
-    quantiles : (3,) float64, 1 / the 0.9, 0.5 and 0.1 quantiles of the squared
-        distances, in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).
-        Any gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
+    Parameters
+    ----------
+    gamma : float
+        The point estimate 1 / median of the squared distances.
+    quantiles : ndarray of shape (3,)
+        The float64 1 / the 0.9, 0.5 and 0.1 quantiles of the squared distances,
+        in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).  Any
+        gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
     """
 
     gamma: float
@@ -342,35 +391,60 @@ def _gamma_from_pairs(X, i, j, scaled=False):
 
 def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
                    scaled=False):
-    """An RBF ``gamma`` for X from its squared pairwise distances.
+    """Estimate an RBF ``gamma`` for X from its squared pairwise distances.
 
-    method="median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
-    over pairs i != j.  With ``n_pairs`` None it uses every pair when there
-    are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
-    ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
-    random pairs.  Random pairs are uniform over the unordered pairs of
-    distinct rows (i uniform, j uniform among the other rows, with
-    replacement), drawn from ``random_state``.
+    Both methods drop zero distances (identical rows, and i == j) and return 1 /
+    the 0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
+    values, the middle one being the point estimate ``gamma``.  kernlab's gamma
+    is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
 
-    method="sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
-    pairs (i, j), i and j drawn independently and uniformly with replacement
-    (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
-    R's random generator; the same pairs give the same values (tested), but
-    a seed here does not reproduce R's draw.
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The data (at least 2 rows).
+    method : {"median", "sigest"}, default="median"
+        "median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
+        over pairs i != j.  With ``n_pairs`` None it uses every pair when there
+        are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
+        ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
+        random pairs.  Random pairs are uniform over the unordered pairs of
+        distinct rows (i uniform, j uniform among the other rows, with
+        replacement), drawn from ``random_state``.
+        "sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
+        pairs (i, j), i and j drawn independently and uniformly with replacement
+        (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
+        R's random generator; the same pairs give the same values (tested), but
+        a seed here does not reproduce R's draw.
+    frac : float, default=0.5
+        The share (> 0) of n giving the number of pairs of "sigest".
+    random_state : int, RandomState instance or None, default=None
+        Draws the random pairs.
+    n_pairs : int, default=None
+        The number of pairs (>= 1), see ``method``.
+    scaled : bool, default=False
+        True standardises the columns first (centred, divided by the sample
+        standard deviation; if any column is constant nothing is scaled, with a
+        warning), as kernlab's default ``scaled = TRUE``; kernlab's ksvm scales
+        the data it fits too.  fastkern's kernels use X as given, so the default
+        estimates gamma for X as given.
 
-    Both drop zero distances (identical rows, and i == j) and return 1 / the
-    0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
-    values, the middle one being the point estimate ``gamma``.  kernlab's
-    gamma is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
+    Returns
+    -------
+    GammaEstimate
+        The named tuple (gamma, quantiles).
 
-    scaled : bool, default False.  True standardises the columns first
-        (centred, divided by the sample standard deviation; if any column is
-        constant nothing is scaled, with a warning), as kernlab's default
-        ``scaled = TRUE``; kernlab's ksvm scales the data it fits too.
-        fastkern's kernels use X as given, so the default estimates gamma for
-        X as given.
+    Raises
+    ------
+    ValueError
+        If ``method`` is unknown, X has fewer than 2 rows, or "sigest" gets no
+        pairs.
 
-    Returns a GammaEstimate (gamma, quantiles).
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import estimate_gamma
+    >>> estimate_gamma(np.array([[0.0], [1.0], [3.0]])).gamma
+    0.25
     """
     if method not in ("median", "sigest"):
         raise ValueError(f"method must be 'median' or 'sigest', got {method!r}")
@@ -408,8 +482,26 @@ def _median_pairs(n, n_pairs, rng):
 
 
 def median_gamma(X):
-    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
-    .gamma``, for dense or scipy sparse X (validated by the caller)."""
+    """Compute gamma="median" of the estimators.
+
+    ``estimate_gamma(X, "median", random_state=0).gamma``, for dense or scipy
+    sparse X.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data, validated by the caller.
+
+    Returns
+    -------
+    float
+        The median heuristic's gamma.
+
+    Raises
+    ------
+    ValueError
+        If X has fewer than 2 rows.
+    """
     if not hasattr(X, "tocsr"):
         return estimate_gamma(X, "median", random_state=0).gamma
     n = X.shape[0]
