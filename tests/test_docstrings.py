@@ -155,7 +155,8 @@ def test_collection_is_complete():
                      "fastkern.pairwise.uses_direct_path",
                      "fastkern.lowrank.pivot_features", "fastkern.sir.KernelSIR.fit",
                      "fastkern.centering.KernelCenterer.transform", "fastkern.cli.main",
-                     "fastkern.large_n.KernelOperator", "fastkern.kernel_ridge.KernelRidge.predict",
+                     "fastkern.large_n.KernelOperator",
+                     "fastkern.kernel_ridge.KernelRidge.predict",
                      "fastkern.structured.StructuredKernel.check_samples"):
         assert expected in PUBLIC, expected
     # The named kernels' __call__ comes from a private base class: checked there.
