@@ -7,7 +7,23 @@ from fastkern._version import __version__
 
 
 def config_info():
-    """A dict describing this build and machine (used by show_config and the CLI)."""
+    """Describe this build and machine.
+
+    Used by ``show_config`` and the CLI.
+
+    Returns
+    -------
+    dict
+        Keys "fastkern", "python", "numpy", "scipy" (versions), "openmp" (bool:
+        whether the extensions were built with OpenMP), "threads" (the default
+        thread count), "cores" (``os.cpu_count()``) and "blas" (a list of dicts,
+        one per BLAS library threadpoolctl finds: "internal_api", "version",
+        "num_threads", "architecture", "filepath").
+
+    See Also
+    --------
+    show_config : Print the same information.
+    """
     import os
 
     import numpy as np
@@ -40,7 +56,17 @@ def config_info():
 
 
 def show_config(file=None):
-    """Print whether OpenMP is on, the default thread count and the BLAS in use."""
+    """Print whether OpenMP is on, the default thread count and the BLAS in use.
+
+    Parameters
+    ----------
+    file : file-like, default=None
+        Where to print; None means ``sys.stdout``.
+
+    See Also
+    --------
+    config_info : The same information as a dict.
+    """
     info = config_info()
     file = sys.stdout if file is None else file
     print(f"fastkern {info['fastkern']} (python {info['python']}, numpy {info['numpy']}, "

@@ -17,12 +17,16 @@ __all__ = ["GammaEstimate", "estimate_gamma", "median_gamma"]
 
 
 class GammaEstimate(NamedTuple):
-    """Result of :func:`estimate_gamma`.
+    """Result of :func:`estimate_gamma`, a named tuple.
 
-    gamma : float, the point estimate 1 / median of the squared distances.
-    quantiles : (3,) float64, 1 / the 0.9, 0.5 and 0.1 quantiles of the squared
-        distances, in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).
-        Any gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
+    Parameters
+    ----------
+    gamma : float
+        The point estimate 1 / median of the squared distances.
+    quantiles : ndarray of shape (3,)
+        The float64 1 / the 0.9, 0.5 and 0.1 quantiles of the squared distances,
+        in that order (kernlab's ``sigest`` value; quantiles[1] == gamma).  Any
+        gamma between quantiles[0] and quantiles[2] is a reasonable RBF width.
     """
 
     gamma: float
@@ -80,35 +84,60 @@ def _gamma_from_pairs(X, i, j, scaled=False):
 
 def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
                    scaled=False):
-    """An RBF ``gamma`` for X from its squared pairwise distances.
+    """Estimate an RBF ``gamma`` for X from its squared pairwise distances.
 
-    method="median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
-    over pairs i != j.  With ``n_pairs`` None it uses every pair when there
-    are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
-    ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
-    random pairs.  Random pairs are uniform over the unordered pairs of
-    distinct rows (i uniform, j uniform among the other rows, with
-    replacement), drawn from ``random_state``.
+    Both methods drop zero distances (identical rows, and i == j) and return 1 /
+    the 0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
+    values, the middle one being the point estimate ``gamma``.  kernlab's gamma
+    is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
 
-    method="sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
-    pairs (i, j), i and j drawn independently and uniformly with replacement
-    (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
-    R's random generator; the same pairs give the same values (tested), but
-    a seed here does not reproduce R's draw.
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        The data (at least 2 rows).
+    method : {"median", "sigest"}, default="median"
+        "median" (the median heuristic): gamma = 1 / median ||x_i - x_j||^2
+        over pairs i != j.  With ``n_pairs`` None it uses every pair when there
+        are at most 1,000,000 (n <= 1414), else 1,000,000 random pairs; with
+        ``n_pairs`` it uses every pair if n_pairs >= n (n - 1) / 2, else n_pairs
+        random pairs.  Random pairs are uniform over the unordered pairs of
+        distinct rows (i uniform, j uniform among the other rows, with
+        replacement), drawn from ``random_state``.
+        "sigest": kernlab's ``sigest`` (kernlab 0.9.32): floor(frac * n)
+        pairs (i, j), i and j drawn independently and uniformly with replacement
+        (so i == j happens), or n_pairs pairs if given.  kernlab draws them with
+        R's random generator; the same pairs give the same values (tested), but
+        a seed here does not reproduce R's draw.
+    frac : float, default=0.5
+        The share (> 0) of n giving the number of pairs of "sigest".
+    random_state : int, RandomState instance or None, default=None
+        Draws the random pairs.
+    n_pairs : int, default=None
+        The number of pairs (>= 1), see ``method``.
+    scaled : bool, default=False
+        True standardises the columns first (centred, divided by the sample
+        standard deviation; if any column is constant nothing is scaled, with a
+        warning), as kernlab's default ``scaled = TRUE``; kernlab's ksvm scales
+        the data it fits too.  fastkern's kernels use X as given, so the default
+        estimates gamma for X as given.
 
-    Both drop zero distances (identical rows, and i == j) and return 1 / the
-    0.9, 0.5, 0.1 quantiles (R's default quantile type 7): kernlab's three
-    values, the middle one being the point estimate ``gamma``.  kernlab's
-    gamma is its rbfdot's ``sigma``: both kernels are exp(-gamma ||x - y||^2).
+    Returns
+    -------
+    GammaEstimate
+        The named tuple (gamma, quantiles).
 
-    scaled : bool, default False.  True standardises the columns first
-        (centred, divided by the sample standard deviation; if any column is
-        constant nothing is scaled, with a warning), as kernlab's default
-        ``scaled = TRUE``; kernlab's ksvm scales the data it fits too.
-        fastkern's kernels use X as given, so the default estimates gamma for
-        X as given.
+    Raises
+    ------
+    ValueError
+        If ``method`` is unknown, X has fewer than 2 rows, or "sigest" gets no
+        pairs.
 
-    Returns a GammaEstimate (gamma, quantiles).
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import estimate_gamma
+    >>> estimate_gamma(np.array([[0.0], [1.0], [3.0]])).gamma
+    0.25
     """
     if method not in ("median", "sigest"):
         raise ValueError(f"method must be 'median' or 'sigest', got {method!r}")
@@ -145,8 +174,26 @@ def _median_pairs(n, n_pairs, rng):
 
 
 def median_gamma(X):
-    """gamma="median" of the estimators: ``estimate_gamma(X, "median", random_state=0)
-    .gamma``, for dense or scipy sparse X (validated by the caller)."""
+    """Compute gamma="median" of the estimators.
+
+    ``estimate_gamma(X, "median", random_state=0).gamma``, for dense or scipy
+    sparse X.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data, validated by the caller.
+
+    Returns
+    -------
+    float
+        The median heuristic's gamma.
+
+    Raises
+    ------
+    ValueError
+        If X has fewer than 2 rows.
+    """
     if not hasattr(X, "tocsr"):
         return estimate_gamma(X, "median", random_state=0).gamma
     n = X.shape[0]

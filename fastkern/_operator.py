@@ -30,12 +30,22 @@ _PASS_LABEL = contextvars.ContextVar("fastkern_pass_label", default="pass over K
 
 @contextlib.contextmanager
 def reporting_progress(sink):
-    """Within the block, matrix-free passes over K report to ``sink(label, fraction)``.
+    """Report how far matrix-free passes over K have got, within a ``with`` block.
 
-    label says which pass ("row means", "pass 3, largest residual 2.1e-05",
-    "transform"); fraction runs from 0 to 1 within it.  The command line
-    draws its progress bar from these calls; the estimators' signatures stay
-    scikit-learn's.
+    The command line draws its progress bar from these calls; the estimators'
+    signatures stay scikit-learn's.
+
+    Parameters
+    ----------
+    sink : callable
+        Called as ``sink(label, fraction)``: label says which pass ("row means",
+        "pass 3, largest residual 2.1e-05", "transform"), fraction runs from 0
+        to 1 within it.
+
+    Yields
+    ------
+    None
+        Passes run inside the block report to ``sink``.
     """
     token = _PROGRESS_SINK.set(sink)
     try:
@@ -67,10 +77,31 @@ def _report_fraction():
 class KernelOperator:
     """Products with K(A, X) for fixed training rows X, without storing the kernel.
 
-    String kernels (and fastkern's base kernel objects) run the Cython tile loop
-    of ``fastkern._matfree``; other kernels (callables, composed kernel objects)
-    are evaluated in row blocks by ``kernel_gram`` and multiplied by NumPy;
-    "precomputed" multiplies the given kernel matrix.
+    String kernels (and fastkern's named kernel objects) run the Cython tile
+    loop of ``fastkern._matfree``; other kernels (callables, composed kernel
+    objects) are evaluated in row blocks by ``KernelSpec.gram`` and multiplied
+    by NumPy; "precomputed" multiplies the given kernel matrix.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Training rows (C-contiguous float32 or float64), or the kernel matrix
+        for kernel="precomputed".
+    kernel : str, Kernel or callable, default="rbf"
+        As the estimators' ``kernel``.
+    gamma : float, "scale", "median" or None, default=None
+        Kernel width; a string is resolved on X.
+    degree : float, default=3
+        Polynomial degree.
+    coef0 : float, default=1
+        Polynomial and sigmoid constant.
+    kernel_params : dict, default=None
+        Overrides the above for string kernels; the parameters of a callable.
+    n_threads : int, default=None
+        OpenMP threads (None: the default).
+    memory_budget : int, default=None
+        Bytes the products' temporaries may use (fewer threads or smaller
+        row blocks rather than more); None: one tile per thread.
     """
 
     def __init__(self, X, *, kernel="rbf", gamma=None, degree=3, coef0=1,
@@ -81,7 +112,21 @@ class KernelOperator:
 
     @classmethod
     def from_spec(cls, X, spec, *, memory_budget=None):
-        """The operator of a :class:`~fastkern._kernel_api.KernelSpec` on training rows X."""
+        """Build the operator of a kernel specification on training rows X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Training rows.
+        spec : fastkern._kernel_api.KernelSpec
+            The kernel, its parameters and thread count.
+        memory_budget : int, default=None
+            As the constructor's.
+
+        Returns
+        -------
+        op : KernelOperator
+        """
         op = cls.__new__(cls)
         op._setup(X, spec, memory_budget)
         return op
@@ -127,12 +172,37 @@ class KernelOperator:
                                else (1, 1))
 
     def matmat(self, V, A=None):
-        """K(A, X) @ V (A None means X itself) as a float64 (n_A, b) array."""
+        """Compute K(A, X) @ V.
+
+        Parameters
+        ----------
+        V : array-like of shape (n_samples, b)
+            The block to multiply (converted to C-contiguous float64).
+        A : ndarray of shape (n_A, n_features), default=None
+            Rows of the kernel's first argument; None means X itself (the
+            symmetric product, which computes half the tiles).
+
+        Returns
+        -------
+        KV : ndarray of shape (n_A, b)
+            The product, in float64.
+        """
         V = np.ascontiguousarray(V, dtype=np.float64)
         return self._product(V, A)
 
     def row_sums(self, A=None):
-        """K(A, X) @ 1 as a float64 vector."""
+        """Compute the row sums K(A, X) @ 1.
+
+        Parameters
+        ----------
+        A : ndarray of shape (n_A, n_features), default=None
+            Rows of the kernel's first argument; None means X itself.
+
+        Returns
+        -------
+        sums : ndarray of shape (n_A,)
+            The row sums, in float64.
+        """
         if self.compiled is not None:
             return self._product(np.empty((self.X.shape[0], 0)), A)[:, 0]
         return self._product(np.ones((self.X.shape[0], 1)), A)[:, 0]

@@ -132,53 +132,95 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     n_components : int, default=2
         Number of canonical pairs (<= n_samples).  Pairs beyond the numerical
         rank of the (centred) kernels are zero, with a warning.
-    kernel : str, fastkern kernel or callable, default="rbf"
+    kernel : str, Kernel or callable, default="rbf"
         Kernel of the first view X, as in KernelPCA; "precomputed" means X is
         its training Gram (and transform takes the n_test x n_train cross-Gram).
-    gamma, degree, coef0, kernel_params
-        Parameters of X's kernel (gamma=None is 1 / n_features of X).
-    kernel_y, gamma_y, degree_y, coef0_y, kernel_params_y : default None
-        The same for the second view y.  Each one left at None takes the value
-        of its X counterpart (so by default both views use the same kernel;
-        gamma=None still means 1 / n_features of each view).
-    regularization : float >= 0, default=0.1
-        r in the constraint a^T (K K + r K + e I) a = 1 (kernlab's ``gamma``,
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient of X's kernel (None is 1 / n_features of X).
+    degree : float, default=3
+        Degree of X's polynomial kernel.
+    coef0 : float, default=1
+        Constant term of X's polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Parameters of X's callable kernel, passed as keyword arguments.
+    kernel_y : str, Kernel or callable, default=None
+        Kernel of the second view y.  Each ``*_y`` parameter left at None
+        takes the value of its X counterpart (so by default both views use the
+        same kernel; gamma=None still means 1 / n_features of each view).
+    gamma_y : float, default=None
+        Kernel coefficient of y's kernel.
+    degree_y : float, default=None
+        Degree of y's polynomial kernel.
+    coef0_y : float, default=None
+        Constant term of y's polynomial and sigmoid kernels.
+    kernel_params_y : dict, default=None
+        Parameters of y's callable kernel.
+    regularization : float, default=0.1
+        The ridge r in the constraint a^T (K K + r K + e I) a = 1 (kernlab's ``gamma``,
         whose default is 0.1).  Absolute, not relative to n or to the kernel's
         scale.
-    jitter : float >= 0, default=0.0
-        e in that constraint (kernlab adds 1e-6).
+    jitter : float, default=0.0
+        The jitter e in that constraint (kernlab adds 1e-6).
     center : bool, default=True
         Centre each view in feature space (kernlab's kcca does not).
     solver : {"auto", "dense", "incomplete_cholesky"}, default="auto"
         "dense": the exact path (n x n Gram matrices); "incomplete_cholesky":
         the low-rank path; "auto": dense up to 3,000 samples, low rank above.
-    tol : float >= 0, default=1e-6
-        Stopping tolerance of the incomplete Cholesky factorisations (largest
+    tol : float, default=1e-6
+        Stopping tolerance (>= 0) of the incomplete Cholesky factorisations (largest
         residual diagonal, as :func:`fastkern.incomplete_cholesky`).
-    max_rank : int or None, default=None
+    max_rank : int, default=None
         Largest rank of each factor (None: no limit but tol).
-    n_threads : int or None, default=None
+    n_threads : int, default=None
         OpenMP threads for the Gram matrices, centring and factorisations,
         and the BLAS/LAPACK thread limit (None: library defaults).
 
     Attributes
     ----------
-    canonical_correlations_ : ndarray (n_components,)
+    canonical_correlations_ : ndarray of shape (n_components,)
         Regularised canonical correlations rho_j, decreasing.
-    x_dual_coef_, y_dual_coef_ : ndarray (n_basis_x, n_components), (n_basis_y, n_components)
-        Coefficients a, b on the basis rows (all training rows on the exact
+    x_dual_coef_ : ndarray of shape (n_basis_x, n_components)
+        Coefficients a on the basis rows of X (all training rows on the exact
         path, the pivots on the low-rank path).
-    X_fit_, y_fit_ : ndarray
-        Basis rows of each view (column indices for a precomputed kernel).
-    x_fit_means_, y_fit_means_ : ndarray
-        Training means of the kernel columns of the basis (zeros when
+    y_dual_coef_ : ndarray of shape (n_basis_y, n_components)
+        Coefficients b on the basis rows of y.
+    X_fit_ : ndarray of shape (n_basis_x, n_features)
+        Basis rows of X (column indices for a precomputed kernel).
+    y_fit_ : ndarray of shape (n_basis_y, n_features_y)
+        Basis rows of y (column indices for a precomputed kernel).
+    x_fit_means_ : ndarray of shape (n_basis_x,)
+        Training means of the kernel columns of X's basis (zeros when
         center=False).
-    x_rank_, y_rank_ : int
-        Numerical rank of each (centred) kernel used.
+    y_fit_means_ : ndarray of shape (n_basis_y,)
+        The same for y.
+    x_rank_ : int
+        Numerical rank of X's (centred) kernel used.
+    y_rank_ : int
+        Numerical rank of y's (centred) kernel used.
     solver_ : str
         The path taken ("dense" or "incomplete_cholesky").
-    n_features_in_, n_features_y_ : int
-    feature_names_in_ : ndarray, when X has string column names.
+    n_features_in_ : int
+        Number of features of X seen during fit.
+    n_features_y_ : int or None
+        Number of features of y seen during fit (None for strings, sets or
+        graphs).
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features of X, when X has string column names.
+
+    See Also
+    --------
+    sklearn.cross_decomposition.CCA : Linear canonical correlation analysis.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelCCA
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 3))
+    >>> y = X[:, :1] ** 2 + 0.1 * rng.normal(size=(100, 1))
+    >>> X_c, y_c = KernelCCA(n_components=1).fit_transform(X, y)
+    >>> X_c.shape, y_c.shape
+    ((100, 1), (100, 1))
     """
 
     _parameter_constraints: dict = {
@@ -269,9 +311,25 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit on the two views X (n, p) and y (n, q) (or (n,)).
+        """Fit on the two views X and y.
 
-        Returns self.
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The first view: data, its Gram with kernel="precomputed", or a list of
+            strings, sets or graphs for the kernels of ``fastkern.structured``.
+        y : {array-like, sparse matrix} of shape (n_samples, n_features_y) or (n_samples,)
+            The second view, one row per sample of X (or a list, as X).
+
+        Returns
+        -------
+        self : KernelCCA
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If y is None or its number of samples differs from X's.
         """
         n_x = _num_samples(X)
         y = self._check_y(y, n_x, reset=True)
@@ -439,11 +497,22 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return Kt @ coef - offset
 
     def transform(self, X, y=None):
-        """Canonical variates of X, and of y when given (then a tuple (X_c, y_c)).
+        """Compute the canonical variates of X, and of y when given.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The first view: data, its Gram with kernel="precomputed", or a list of
+            strings, sets or graphs for the kernels of ``fastkern.structured``.
+        y : {array-like, sparse matrix} of shape (n_samples, n_features_y), default=None
+            The second view; None returns the variates of X only.
 
         Returns
         -------
-        X_c : ndarray (n_samples, n_components), or (X_c, y_c).
+        X_c : ndarray of shape (n_samples, n_components)
+            The variates of X.
+        y_c : ndarray of shape (n_samples, n_components)
+            The variates of y, returned (as the tuple (X_c, y_c)) only when y is given.
         """
         check_is_fitted(self, "x_dual_coef_")
         n_threads = check_n_threads(self.n_threads)
@@ -461,7 +530,23 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return Xc, self._variates("y", y, n_threads)
 
     def fit_transform(self, X, y=None):
-        """Fit, then return the training variates (X_c, y_c), as scikit-learn's CCA."""
+        """Fit, then return the training variates (X_c, y_c), as scikit-learn's CCA.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The first view: data, its Gram with kernel="precomputed", or a list of
+            strings, sets or graphs for the kernels of ``fastkern.structured``.
+        y : {array-like, sparse matrix} of shape (n_samples, n_features_y)
+            The second view (required).
+
+        Returns
+        -------
+        X_c : ndarray of shape (n_samples, n_components)
+            The variates of X.
+        y_c : ndarray of shape (n_samples, n_components)
+            The variates of y.
+        """
         return self.fit(X, y).transform(X, y)
 
     def __sklearn_tags__(self):

@@ -30,9 +30,43 @@ def _inplace_view(K):
 def center_gram(K, *, copy=False, n_threads=None):
     """Double-centre a square Gram matrix: K - 1K/n - K1/n + 1K1/n^2.
 
-    In place (and K is returned) unless copy=True; O(n) extra memory, one read
-    pass for the means and one read-write pass for the update.  In-place
-    centering needs a writeable C- or F-contiguous float32/float64 array.
+    O(n) extra memory, one read pass for the means and one read-write pass for
+    the update.
+
+    Parameters
+    ----------
+    K : array-like of shape (n_samples, n_samples)
+        The Gram matrix.  In-place centering needs a writeable C- or
+        F-contiguous float32/float64 array.
+    copy : bool, default=False
+        Centre a C-contiguous copy (float32 stays float32, other dtypes become
+        float64) instead of K itself.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples, n_samples)
+        The centred matrix: K itself unless ``copy=True`` (a list given with
+        ``copy=False`` is converted and its conversion returned).
+
+    Raises
+    ------
+    ValueError
+        If K is not square, or ``copy=False`` and K cannot be centred in place.
+
+    See Also
+    --------
+    KernelCenterer : The same centring as a transformer, for test Gram matrices too.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import center_gram
+    >>> center_gram(np.array([[2.0, 0.0], [0.0, 2.0]]))
+    array([[ 1., -1.],
+           [-1.,  1.]])
     """
     given = K
     K = check_square(K, "K")
@@ -68,6 +102,36 @@ class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     ``get_feature_names_out`` / ``set_output`` work as scikit-learn's.
     ``copy=False`` centres in place whenever K is a writeable C-contiguous float
     array (otherwise a converted copy is made, as scikit-learn does).
+
+    Parameters
+    ----------
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Attributes
+    ----------
+    K_fit_rows_ : ndarray of shape (n_samples,)
+        Column means of the training Gram (float64).
+    K_fit_all_ : float
+        Grand mean of the training Gram.
+    n_features_in_ : int
+        Number of columns of the training Gram (its number of samples).
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Column names of the training Gram, when it had string column names.
+
+    See Also
+    --------
+    center_gram : In-place centring of one square Gram matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelCenterer
+    >>> K = np.array([[2.0, 0.0], [0.0, 2.0]])
+    >>> KernelCenterer().fit_transform(K)
+    array([[ 1., -1.],
+           [-1.,  1.]])
     """
 
     _parameter_constraints: dict = {"n_threads": n_threads_constraint()}
@@ -84,6 +148,25 @@ class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, K, y=None):
+        """Record the column means and the grand mean of a training Gram matrix.
+
+        Parameters
+        ----------
+        K : array-like of shape (n_samples, n_samples)
+            The training Gram matrix.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : KernelCenterer
+            The fitted centerer.
+
+        Raises
+        ------
+        ValueError
+            If K is not square.
+        """
         K = self._validate(K, reset=True)
         n_threads = check_n_threads(self.n_threads)
         Kc = np.ascontiguousarray(K)
@@ -91,6 +174,20 @@ class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         return self
 
     def transform(self, K, copy=True):
+        """Centre a Gram matrix with the training means.
+
+        Parameters
+        ----------
+        K : array-like of shape (n_queries, n_samples)
+            The training Gram or a cross-Gram K(X_test, X_train).
+        copy : bool, default=True
+            False centres K in place when it is a writeable C-contiguous float array.
+
+        Returns
+        -------
+        K_new : ndarray of shape (n_queries, n_samples)
+            The centred matrix.
+        """
         check_is_fitted(self, "K_fit_rows_")
         n_threads = check_n_threads(self.n_threads)
         K = self._validate(K, reset=False)
@@ -100,8 +197,25 @@ class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, K, y=None, copy=True):
-        """Fit on K and centre it: one pass for the means, one for the update
-        (in place when copy=False and K is a writeable C-contiguous float array)."""
+        """Fit on K and centre it.
+
+        One pass for the means, one for the update (in place when copy=False and K
+        is a writeable C-contiguous float array).
+
+        Parameters
+        ----------
+        K : array-like of shape (n_samples, n_samples)
+            The training Gram matrix.
+        y : None
+            Ignored.
+        copy : bool, default=True
+            False centres K in place when it is a writeable C-contiguous float array.
+
+        Returns
+        -------
+        K_new : ndarray of shape (n_samples, n_samples)
+            The centred matrix.
+        """
         K = self._validate(K, reset=True)
         return self._fit_transform_checked(self._target(K, copy))
 

@@ -1363,6 +1363,29 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run the ``fastkern`` command line.
+
+    Every user error ends the command with one line on stderr; Ctrl-C ends it
+    with one line and status 130 (see the module docstring).
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        The arguments after the program name; None means ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        The exit status: the command's own (0 on success), 2 for a user error
+        (bad option, unreadable input, invalid parameter, out of memory), 130
+        when interrupted, 1 when the reader of stdout has gone.
+
+    Raises
+    ------
+    SystemExit
+        From argparse: after ``--help`` or ``--version`` (status 0), and for a
+        malformed command line (status 2).
+    """
     command = "fastkern"
     try:
         parser = build_parser()

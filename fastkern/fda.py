@@ -143,47 +143,74 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         Columns returned by ``transform``; None: every identifiable direction
         (at most n_classes - 1).  More than n_classes - 1 is an error; more
         than are identifiable gives zero columns, with a warning.
-    kernel : str, fastkern kernel or callable, default="rbf"
+    kernel : str, Kernel or callable, default="rbf"
         Any kernel accepted by fastkern's estimators, including "precomputed"
         (X is then the n x n training Gram, and transform/predict take the
         n_test x n_train cross-Gram; dense solver only).
-    gamma, degree, coef0, kernel_params
-        Kernel parameters, as in scikit-learn's KernelPCA (gamma=None is
-        1 / n_features for "rbf").
-    regularization : float > 0, default=1e-3
-        Ridge relative to the total feature-space variance (see above).
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as in scikit-learn's KernelPCA (None is
+        1 / n_features for "rbf"); "scale" and "median" are resolved on the
+        training X.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments.
+    regularization : float, default=1e-3
+        Ridge (> 0) relative to the total feature-space variance (see above).
     solver : {"dense", "inchol"}, default="dense"
-    tol : float >= 0, default=1e-6
-        solver="inchol": stop when the largest residual diagonal of K - G G^T
-        is <= tol (absolute; the rbf kernel's diagonal is 1).
-    max_rank : int or None, default=None
-        solver="inchol": at most this many pivots (None: up to n_samples).
-    n_threads : int or None
+        The exact solver or the low-rank one (see above).
+    tol : float, default=1e-6
+        With solver="inchol": stop when the largest residual diagonal of
+        K - G G^T is <= tol (absolute, >= 0; the rbf kernel's diagonal is 1).
+    max_rank : int, default=None
+        With solver="inchol": at most this many pivots (None: up to n_samples).
+    n_threads : int, default=None
         OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
         thread limit for the linear algebra (None: library defaults).
 
     Attributes
     ----------
-    classes_ : ndarray (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
     n_components_ : int
         Number of columns ``transform`` returns.
-    dual_coef_ : ndarray (n_fit, n_discriminants)
+    dual_coef_ : ndarray of shape (n_fit, n_discriminants)
         Coefficients of every identifiable direction on K(., X_fit_) - K_fit_rows_.
-    eigenvalues_ : ndarray (n_discriminants,)
+    eigenvalues_ : ndarray of shape (n_discriminants,)
         Fisher ratios w^T S_B w / w^T (S_W + eps I) w, decreasing.
-    explained_variance_ratio_ : ndarray (n_discriminants,)
+    explained_variance_ratio_ : ndarray of shape (n_discriminants,)
         eigenvalues_ / their sum (LinearDiscriminantAnalysis's quantity).
-    centroids_ : ndarray (n_classes, n_discriminants)
+    centroids_ : ndarray of shape (n_classes, n_discriminants)
         Class means of the training projections (the prediction rule).
-    X_fit_ : ndarray (n_fit, n_features)
+    X_fit_ : ndarray of shape (n_fit, n_features)
         All training samples (dense solver) or the pivot points (inchol);
         with kernel="precomputed", the indices of the training columns.
-    K_fit_rows_ : ndarray (n_fit,)
+    K_fit_rows_ : ndarray of shape (n_fit,)
         Training means of the columns of K(X_train, X_fit_).
     rank_ : int
         Pivots used by solver="inchol" (n_samples for the dense solver).
     n_features_in_ : int
-    feature_names_in_ : ndarray of str (when X has string column names)
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when X had string column names.
+
+    See Also
+    --------
+    sklearn.discriminant_analysis.LinearDiscriminantAnalysis : The linear case.
+    KernelSIR : Kernel sliced inverse regression (KernelFDA for categorical y).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelFDA
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 1, (30, 2)), rng.normal(4, 1, (30, 2))])
+    >>> y = np.repeat([0, 1], 30)
+    >>> clf = KernelFDA().fit(X, y)
+    >>> clf.transform(X).shape, float(clf.score(X, y))
+    ((60, 1), 1.0)
     """
 
     _parameter_constraints: dict = {
@@ -233,13 +260,17 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
 
         Parameters
         ----------
-        X : array-like or sparse matrix (n_samples, n_features), or the
-            (n_samples, n_samples) Gram when kernel="precomputed".
-        y : array-like (n_samples,), class labels (at least two classes).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            Training data (sparse with the dense solver only), the
+            (n_samples, n_samples) Gram when kernel="precomputed", or a list of
+            strings, sets or graphs for the kernels of ``fastkern.structured``.
+        y : array-like of shape (n_samples,)
+            Class labels (at least two classes).
 
         Returns
         -------
-        self
+        self : KernelFDA
+            The fitted estimator.
         """
         # The incomplete Cholesky reads dense rows: scikit-learn's own message for
         # sparse input then says that dense data is required.
@@ -410,12 +441,15 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
 
         Parameters
         ----------
-        X : array-like or sparse matrix (n_samples, n_features), or the
-            (n_samples, n_train) cross-Gram when kernel="precomputed".
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The data (sparse with the dense solver only), the (n_samples, n_train)
+            cross-Gram when kernel="precomputed", or a list of strings, sets or
+            graphs for the kernels of ``fastkern.structured``.
 
         Returns
         -------
-        ndarray (n_samples, n_components_), whitened (see the class docstring).
+        X_new : ndarray of shape (n_samples, n_components_)
+            The projections, whitened (see the class docstring).
         """
         Z = self._project(X)
         k = self.n_components_
@@ -426,13 +460,23 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
     # ------------------------------------------------------------ classifier
 
     def decision_function(self, X):
-        """Scores -||z(x) - centroid_c||^2 / 2, z(x) on every identifiable direction.
+        """Compute the scores -||z(x) - centroid_c||^2 / 2 of every class.
+
+        z(x) is the projection on every identifiable direction.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The data (sparse with the dense solver only), the (n_samples, n_train)
+            cross-Gram when kernel="precomputed", or a list of strings, sets or
+            graphs for the kernels of ``fastkern.structured``.
 
         Returns
         -------
-        ndarray (n_samples, n_classes), or (n_samples,) for two classes: the
-        score of classes_[1] minus that of classes_[0] (> 0 predicts
-        classes_[1]).  Scores, not log-probabilities.
+        scores : ndarray of shape (n_samples, n_classes) or (n_samples,)
+            The class scores; with two classes, the score of classes_[1] minus that
+            of classes_[0] (> 0 predicts classes_[1]).  Scores, not
+            log-probabilities.
         """
         Z = self._project(X)
         # Differences rather than |z|^2 - 2 z.c + |c|^2, which cancels for
@@ -444,7 +488,22 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         return scores
 
     def predict(self, X):
-        """Class of the nearest centroid in the discriminant space (see the class docstring)."""
+        """Predict the class of the nearest centroid in the discriminant space.
+
+        See the class docstring for the rule.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The data (sparse with the dense solver only), the (n_samples, n_train)
+            cross-Gram when kernel="precomputed", or a list of strings, sets or
+            graphs for the kernels of ``fastkern.structured``.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            The predicted class labels.
+        """
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(np.intp)]

@@ -89,16 +89,31 @@ _TILE_VALUES = 1 << 17
 
 
 class MMDTestResult(NamedTuple):
-    """Result of :func:`mmd_test`.
+    """Result of :func:`mmd_test`, a named tuple.
 
-    statistic : the ``estimator``'s value.  pvalue : its p-value.
-    method : "permutation" or "gamma".  estimator : which statistic.
-    null_distribution : the permuted statistics (permutation), else None.
-    null_params : permutation: ``n_permutations``; gamma: ``shape``,
-        ``scale``, ``mean``, ``var`` of the Gamma fitted to the biased
-        MMD_b^2 and ``tested_statistic`` (MMD_b^2).
-    n_x, n_y : the sample sizes.  kernel_params : the kernel's parameters
-        as used (``gamma`` resolved when it was "median").
+    Parameters
+    ----------
+    statistic : float
+        The ``estimator``'s value.
+    pvalue : float
+        Its p-value.
+    method : str
+        The method, "permutation" or "gamma".
+    estimator : str
+        Which statistic.
+    null_distribution : ndarray of shape (n_permutations,) or None
+        The permuted statistics (permutation), else None.
+    null_params : dict
+        With permutation: ``n_permutations``; with gamma: ``shape``, ``scale``,
+        ``mean``, ``var`` of the Gamma fitted to the biased MMD_b^2 and
+        ``tested_statistic`` (MMD_b^2).
+    n_x : int
+        The size of the sample X.
+    n_y : int
+        The size of the sample Y.
+    kernel_params : dict
+        The kernel's parameters as used (``gamma`` resolved when it was
+        "median").
     """
     statistic: float
     pvalue: float
@@ -112,11 +127,25 @@ class MMDTestResult(NamedTuple):
 
 
 class LinearMMDTestResult(NamedTuple):
-    """Result of :func:`linear_mmd_test`.
+    """Result of :func:`linear_mmd_test`, a named tuple.
 
-    statistic : the linear-time MMD^2 (mean of the h terms over n_pairs).
-    pvalue : normal upper tail of statistic / std.  method : "normal".
-    null_params : ``std`` (standard error of the statistic), ``n_pairs``.
+    Parameters
+    ----------
+    statistic : float
+        The linear-time MMD^2 (mean of the h terms over n_pairs).
+    pvalue : float
+        The normal upper tail of statistic / std.
+    method : str
+        The method, "normal".
+    null_params : dict
+        ``std`` (standard error of the statistic) and ``n_pairs``.
+    n_x : int
+        The size of the sample X.
+    n_y : int
+        The size of the sample Y.
+    kernel_params : dict
+        The kernel's parameters as used (``gamma`` resolved when it was
+        "median").
     """
     statistic: float
     pvalue: float
@@ -128,8 +157,33 @@ class LinearMMDTestResult(NamedTuple):
 
 
 class HSICTestResult(NamedTuple):
-    """Result of :func:`hsic_test` (fields as :class:`MMDTestResult`;
-    ``tested_statistic`` of the Gamma method is HSIC_b)."""
+    """Result of :func:`hsic_test`, a named tuple.
+
+    The fields are those of :class:`MMDTestResult`; ``tested_statistic`` of the
+    Gamma method is HSIC_b.
+
+    Parameters
+    ----------
+    statistic : float
+        The ``estimator``'s value.
+    pvalue : float
+        Its p-value.
+    method : str
+        The method, "permutation" or "gamma".
+    estimator : str
+        Which statistic.
+    null_distribution : ndarray of shape (n_permutations,) or None
+        The permuted statistics (permutation), else None.
+    null_params : dict
+        With permutation: ``n_permutations``; with gamma: ``shape``, ``scale``,
+        ``mean``, ``var`` of the fitted Gamma and ``tested_statistic`` (HSIC_b).
+    n_samples : int
+        The number of paired samples.
+    kernel_params_x : dict
+        The parameters of X's kernel as used.
+    kernel_params_y : dict
+        The parameters of Y's kernel as used.
+    """
     statistic: float
     pvalue: float
     method: str
@@ -261,35 +315,70 @@ def _chunk_size(n, n_threads):
 def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None, *,
              estimator="unbiased", method="permutation", n_permutations=1000,
              random_state=None, n_threads=None):
-    """Kernel two-sample test: do X and Y come from the same distribution?
+    """Test whether X and Y come from the same distribution (kernel two-sample test).
 
     Parameters
     ----------
     X : array-like of shape (m, d)
+        The first sample (at least 2 rows; float32 for both keeps the Gram in
+        float32).
     Y : array-like of shape (n, d)
-        The two samples (float32 for both keeps the Gram in float32).
-    kernel : str, fastkern kernel object or callable, default "rbf"
+        The second sample (at least 2 rows), with the same columns.
+    kernel : str, Kernel or callable, default="rbf"
         As the estimators' ``kernel`` (not "precomputed").
-    gamma : float, "median" or None
+    gamma : float or "median", default=None
         None: the kernel's default (1 / d for "rbf").  "median": the median
         heuristic 1 / median ||z_i - z_j||^2 over the pooled sample
         (:func:`fastkern.estimate_gamma`).
-    degree, coef0, kernel_params : the other kernel parameters.
-    estimator : {"unbiased", "biased", "hyppo", "hyppo_biased"}
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments.
+    estimator : {"unbiased", "biased", "hyppo", "hyppo_biased"}, default="unbiased"
         The statistic (see the module docstring).
-    method : {"permutation", "gamma"}
-    n_permutations : int, default 1000
-    random_state : None, int, numpy Generator or RandomState
-    n_threads : int or None (all cores)
+    method : {"permutation", "gamma"}, default="permutation"
+        How the p-value is computed (see the module docstring).
+    n_permutations : int, default=1000
+        Number of permutations (>= 1) of ``method="permutation"``.
+    random_state : None, int, numpy Generator or RandomState, default=None
+        Draws the permutations (before any compiled code runs, so a seed gives
+        the same p-value for any ``n_threads``).
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota); one thread below
+        256 x 256 values, where a parallel region costs more than it saves.
 
     Returns
     -------
     MMDTestResult
+        The statistic, its p-value and the null distribution's description.
+
+    Raises
+    ------
+    ValueError
+        If X and Y differ in columns, a sample has fewer than 2 rows, or an
+        option is unknown.
+
+    See Also
+    --------
+    linear_mmd_test : The linear-time test, for samples too large for a Gram.
 
     Notes
     -----
     Memory: the pooled Gram (N = m + n squared, in the input dtype) plus
     O(N) vectors and one chunk of at most 2^18 permutation labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import mmd_test
+    >>> rng = np.random.default_rng(0)
+    >>> res = mmd_test(rng.normal(size=(50, 2)), rng.normal(1.0, size=(50, 2)),
+    ...                n_permutations=200, random_state=0)
+    >>> bool(res.pvalue < 0.05)
+    True
     """
     _check_kernel(kernel, "kernel")
     estimator = check_option(estimator, "estimator", ESTIMATORS)
@@ -517,13 +606,38 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
     not used.  O(chunk_size) memory, no Gram; weaker than :func:`mmd_test`
     for the same N, meant for N too large for an N x N Gram.
 
-    Parameters are those of :func:`mmd_test` (gamma="median" estimates from
-    at most 1,000,000 random pairs of the pooled sample), and ``chunk_size``:
-    pairs evaluated at a time.
+    Parameters
+    ----------
+    X : array-like of shape (m, d)
+        The first sample.
+    Y : array-like of shape (n, d)
+        The second sample, with the same columns.
+    kernel : str, Kernel or callable, default="rbf"
+        As the estimators' ``kernel`` (not "precomputed").
+    gamma : float or "median", default=None
+        None: the kernel's default (1 / d for "rbf").  "median": the median
+        heuristic 1 / median ||z_i - z_j||^2 over the pooled sample
+        (:func:`fastkern.estimate_gamma`), from at most 1,000,000 random pairs.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments.
+    chunk_size : int, default=65536
+        Pairs evaluated at a time.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
 
     Returns
     -------
     LinearMMDTestResult
+        The statistic, its p-value and the normal null's standard error.
+
+    See Also
+    --------
+    mmd_test : The quadratic-time test, more powerful for the same N.
     """
     _check_kernel(kernel, "kernel")
     X = check_array_2d(X, "X")
@@ -588,35 +702,67 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
 def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, *,
               kernel_params_x=None, kernel_params_y=None, estimator="unbiased",
               method="permutation", n_permutations=1000, random_state=None, n_threads=None):
-    """Kernel independence test (HSIC): are the paired X and Y independent?
+    """Test whether the paired X and Y are independent (kernel HSIC test).
 
     Parameters
     ----------
     X : array-like of shape (n, p)
-    Y : array-like of shape (n, q)
         Paired samples (row i of X goes with row i of Y).
-    kernel_x, kernel_y : str, fastkern kernel object or callable, default "rbf"
-    gamma_x, gamma_y : float, "median" or None
-        As ``mmd_test``'s gamma, each estimated on its own view.
-    kernel_params_x, kernel_params_y : dict or None
-        Other parameters (degree, coef0, ...) of each kernel.
-    estimator : {"unbiased", "biased", "hyppo", "hyppo_biased"}
+    Y : array-like of shape (n, q)
+        Paired samples, as many rows as X.
+    kernel_x : str, Kernel or callable, default="rbf"
+        X's kernel, as the estimators' ``kernel`` (not "precomputed").
+    kernel_y : str, Kernel or callable, default="rbf"
+        Y's kernel.
+    gamma_x : float or "median", default=None
+        As ``mmd_test``'s gamma, estimated on X.
+    gamma_y : float or "median", default=None
+        As ``mmd_test``'s gamma, estimated on Y.
+    kernel_params_x : dict, default=None
+        Other parameters (degree, coef0, ...) of X's kernel.
+    kernel_params_y : dict, default=None
+        Other parameters (degree, coef0, ...) of Y's kernel.
+    estimator : {"unbiased", "biased", "hyppo", "hyppo_biased"}, default="unbiased"
         The statistic (see the module docstring).
-    method : {"permutation", "gamma"}
+    method : {"permutation", "gamma"}, default="permutation"
+        How the p-value is computed (see the module docstring).
         The Gamma approximation needs n >= 6.
-    n_permutations : int, default 1000
-    random_state : None, int, numpy Generator or RandomState
-    n_threads : int or None (all cores)
+    n_permutations : int, default=1000
+        Number of permutations (>= 1) of ``method="permutation"``.
+    random_state : None, int, numpy Generator or RandomState, default=None
+        Draws the permutations (before any compiled code runs, so a seed gives
+        the same p-value for any ``n_threads``).
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota); one thread below
+        256 x 256 values, where a parallel region costs more than it saves.
 
     Returns
     -------
     HSICTestResult
+        The statistic, its p-value and the null distribution's description.
+
+    Raises
+    ------
+    ValueError
+        If X and Y differ in rows, there are too few samples, or an option is
+        unknown.
 
     Notes
     -----
     Memory: one n x n buffer (HKH above the diagonal, L below), L computed
     in row tiles of at most 2^17 values, O(n) vectors and one chunk of
     permutations (at most 2 x 2^18 int32).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import hsic_test
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(60, 1))
+    >>> res = hsic_test(x, x ** 2, n_permutations=200, random_state=0)
+    >>> bool(res.pvalue < 0.05)
+    True
     """
     _check_kernel(kernel_x, "kernel_x")
     _check_kernel(kernel_y, "kernel_y")

@@ -46,7 +46,59 @@ def _is_number(c):
 
 
 class Kernel(_pw.KernelBase):
-    """Base class: the algebra of kernels on top of the call protocol."""
+    """Base class of the kernel objects: their algebra and call protocol.
+
+    A kernel ``k`` is called as ``k(X, Y=None, *, out=None, n_threads=None)`` and
+    returns the Gram matrix.  Kernels compose by the rules that keep a kernel
+    positive definite: ``k1 + k2`` (``Sum``), ``k1 * k2`` (``Product``), ``c * k``
+    for c > 0 (``Scaled``), ``k ** p`` for an integer p >= 1 and
+    ``k.polynomial(coefficients)`` with coefficients >= 0 (``PolynomialOf``), and
+    ``k.exp()`` (``ExpOf``).  ``k1 - k2``, ``-k`` and non-positive scale factors
+    raise ValueError.
+
+    See Also
+    --------
+    fastkern.pairwise.pairwise_kernels : Accepts a kernel object as ``metric``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern.kernels import RBF, Linear
+    >>> k = 0.5 * RBF(gamma=1.0) + Linear() ** 2
+    >>> k
+    (0.5 * RBF(gamma=1.0) + PolynomialOf(kernel=Linear(), coefficients=(0.0, 0.0, 1.0)))
+    >>> k(np.array([[0.0], [1.0]]))
+    array([[0.5       , 0.18393972],
+           [0.18393972, 1.5       ]])
+    """
+
+    def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix (implemented by each kernel).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+
+        Raises
+        ------
+        NotImplementedError
+            On the base class itself.
+        """
+        raise NotImplementedError
 
     # -- algebra ---------------------------------------------------------
     def __add__(self, other):
@@ -79,11 +131,33 @@ class Kernel(_pw.KernelBase):
         raise ValueError("-k is not positive definite: scale factors must be > 0")
 
     def polynomial(self, coefficients):
-        """sum_i coefficients[i] * k^i (elementwise powers); all coefficients >= 0."""
+        """Return sum_i coefficients[i] * k^i (elementwise powers).
+
+        Parameters
+        ----------
+        coefficients : sequence of float
+            The coefficients a_0, a_1, ..., all >= 0 (a_0 is a constant kernel).
+
+        Returns
+        -------
+        PolynomialOf
+            The polynomial of this kernel.
+
+        Raises
+        ------
+        ValueError
+            If ``coefficients`` is empty or has a negative value.
+        """
         return PolynomialOf(self, coefficients)
 
     def exp(self):
-        """exp(k) elementwise, positive definite whenever k is."""
+        """Return exp(k) elementwise, positive definite whenever k is.
+
+        Returns
+        -------
+        ExpOf
+            The exponential of this kernel.
+        """
         return ExpOf(self)
 
     # -- introspection (sklearn's clone/get_params deep-copy these objects) --
@@ -91,7 +165,7 @@ class Kernel(_pw.KernelBase):
         return {}
 
     def as_metric(self):
-        """This kernel as a ``pairwise_kernels`` metric, or None for a composition.
+        """Return this kernel as a ``pairwise_kernels`` metric, or None for a composition.
 
         Returns
         -------
@@ -118,10 +192,36 @@ class _Named(Kernel):
     _metric = None
 
     def as_metric(self):
-        """This kernel as a ``pairwise_kernels`` metric: ``(name, parameters)``."""
+        """Return this kernel as a ``pairwise_kernels`` metric.
+
+        Returns
+        -------
+        metric : tuple (str, dict)
+            The string kernel name and its parameters.
+        """
         return self._metric, dict(self._params())
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix with ``fastkern.pairwise.pairwise_kernels``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+        """
         return _pw.pairwise_kernels(X, Y, metric=self._metric, out=out,
                                     n_threads=n_threads, **self._params())
 
@@ -132,16 +232,30 @@ class _Base(_Named):
 
 
 class Linear(_Base):
-    """k(x, y) = <x, y>."""
+    """The linear kernel k(x, y) = <x, y>.
+
+    See Also
+    --------
+    fastkern.pairwise.linear_kernel : The same kernel as a function.
+    """
 
     _metric = "linear"
 
 
 class Polynomial(_Base):
-    """k(x, y) = (gamma <x, y> + coef0)^degree.
+    """The polynomial kernel k(x, y) = (gamma <x, y> + coef0)^degree.
 
     Positive definite for an integer degree >= 1 and coef0 >= 0 (a polynomial
     of the linear kernel with non-negative coefficients), which is enforced.
+
+    Parameters
+    ----------
+    degree : int, default=3
+        An integer >= 1.
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    coef0 : float, default=1.0
+        Constant term (>= 0).
     """
 
     _metric = "poly"
@@ -164,27 +278,54 @@ class _GammaKernel(_Base):
 
 
 class RBF(_GammaKernel):
-    """k(x, y) = exp(-gamma ||x - y||^2); gamma=None means 1/n_features."""
+    """The RBF (Gaussian) kernel k(x, y) = exp(-gamma ||x - y||^2).
+
+    Parameters
+    ----------
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    """
 
     _metric = "rbf"
 
 
 class Laplacian(_GammaKernel):
-    """k(x, y) = exp(-gamma ||x - y||_1); gamma=None means 1/n_features."""
+    """The Laplacian kernel k(x, y) = exp(-gamma ||x - y||_1).
+
+    Parameters
+    ----------
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    """
 
     _metric = "laplacian"
 
 
 class Exponential(_GammaKernel):
-    """k(x, y) = exp(gamma <x, y>); gamma=None means 1/n_features."""
+    """The exponential kernel k(x, y) = exp(gamma <x, y>).
+
+    Parameters
+    ----------
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    """
 
     _metric = "exponential"
 
 
 class LaplacianL2(_Named):
-    """k(x, y) = exp(-gamma ||x - y||_2), kernlab's laplacedot (sigma = gamma).
+    """The Laplacian kernel of the Euclidean distance, k(x, y) = exp(-gamma ||x - y||_2).
 
-    gamma=None means 1/n_features.  See ``fastkern.pairwise.laplacian_l2_kernel``.
+    kernlab's laplacedot (sigma = gamma).
+
+    Parameters
+    ----------
+    gamma : float, default=None
+        Kernel coefficient (> 0); None means 1 / n_features.
+
+    See Also
+    --------
+    fastkern.pairwise.laplacian_l2_kernel : The same kernel as a function.
     """
 
     _metric = "laplacian_l2"
@@ -203,10 +344,21 @@ def _check_integer_degree(degree):
 
 
 class Anova(_Named):
-    """k(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree, kernlab's anovadot (sigma = gamma).
+    """The ANOVA kernel k(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree.
 
-    Positive definite: a sum of Gaussian kernels of one feature each, raised to
-    an integer power.  See ``fastkern.pairwise.anova_kernel``.
+    kernlab's anovadot (sigma = gamma).  Positive definite: a sum of Gaussian
+    kernels of one feature each, raised to an integer power.
+
+    Parameters
+    ----------
+    gamma : float, default=1.0
+        Kernel coefficient (> 0), kernlab's sigma.
+    degree : int, default=1
+        An integer >= 1.
+
+    See Also
+    --------
+    fastkern.pairwise.anova_kernel : The same kernel as a function.
     """
 
     _metric = "anova"
@@ -220,13 +372,27 @@ class Anova(_Named):
 
 
 class Bessel(_Named):
-    """k(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, r = gamma ||x - y||, nu = order:
-    kernlab's besseldot(sigma = gamma, order, degree).
+    """The Bessel kernel k(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree.
+
+    Here r = gamma ||x - y|| and nu = order: kernlab's besseldot(sigma = gamma,
+    order, degree).
 
     Positive definite on R^d only when order >= d / 2 - 1 (with fewer, for
     instance kernlab's default order 1 on more than 4 features, Gram matrices
-    can be indefinite: check with ``fastkern.min_eigenvalue``).  See
-    ``fastkern.pairwise.bessel_kernel``.
+    can be indefinite: check with ``fastkern.min_eigenvalue``).
+
+    Parameters
+    ----------
+    gamma : float, default=1.0
+        Scale of the distance (> 0), kernlab's sigma.
+    order : float, default=1
+        The order nu, in [0, 100].
+    degree : int, default=1
+        An integer >= 1.
+
+    See Also
+    --------
+    fastkern.pairwise.bessel_kernel : The same kernel as a function.
     """
 
     _metric = "bessel"
@@ -243,16 +409,29 @@ class Bessel(_Named):
 
 
 class Spline(_Named):
-    """kernlab's splinedot: a product over features of the infinite linear spline
-    kernel, positive definite on non-negative data.  See
-    ``fastkern.pairwise.spline_kernel``."""
+    """The spline kernel of kernlab's splinedot.
+
+    A product over features of the infinite linear spline kernel, positive
+    definite on non-negative data.
+
+    See Also
+    --------
+    fastkern.pairwise.spline_kernel : The same kernel as a function.
+    """
 
     _metric = "spline"
 
 
 class Chi2(_Named):
-    """k(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)) on non-negative data,
-    as scikit-learn's chi2_kernel (positive definite)."""
+    """The chi-squared kernel k(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)).
+
+    On non-negative data, as scikit-learn's chi2_kernel (positive definite).
+
+    Parameters
+    ----------
+    gamma : float, default=1.0
+        Kernel coefficient (> 0).
+    """
 
     _metric = "chi2"
 
@@ -264,31 +443,41 @@ class Chi2(_Named):
 
 
 class AdditiveChi2(_Named):
-    """k(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k), as scikit-learn's additive_chi2_kernel.
+    """The additive chi-squared kernel k(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k).
 
-    Only conditionally positive definite (the negative of a distance): its Gram
-    matrices have negative eigenvalues, and compositions do not make it
-    positive definite (``Chi2`` is the exponentiated, positive definite form).
-    Offered for compatibility with scikit-learn.
+    As scikit-learn's additive_chi2_kernel.  Only conditionally positive definite
+    (the negative of a distance): its Gram matrices have negative eigenvalues, and
+    compositions do not make it positive definite (``Chi2`` is the exponentiated,
+    positive definite form).  Offered for compatibility with scikit-learn.
     """
 
     _metric = "additive_chi2"
 
 
 class HistogramIntersection(_Named):
-    """k(x, y) = sum_k min(x_k, y_k) on non-negative data (positive definite)."""
+    """The histogram intersection kernel k(x, y) = sum_k min(x_k, y_k).
+
+    Positive definite on non-negative data.
+    """
 
     _metric = "histogram_intersection"
 
 
 class Sigmoid(_Base):
-    """k(x, y) = tanh(gamma <x, y> + coef0).
+    """The sigmoid kernel k(x, y) = tanh(gamma <x, y> + coef0).
 
     Not positive definite in general: its Gram matrix can have negative
     eigenvalues for many gamma/coef0 and data sets (check one with
     ``fastkern.min_eigenvalue``).  It is offered for compatibility with
     scikit-learn; compositions that assume positive definiteness do not make
     it one.
+
+    Parameters
+    ----------
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    coef0 : float, default=1.0
+        Constant term.
     """
 
     _metric = "sigmoid"
@@ -302,12 +491,44 @@ class Sigmoid(_Base):
 
 
 class Sum(Kernel):
-    """k1 + k2."""
+    """The sum k1 + k2 of two kernels.
+
+    Parameters
+    ----------
+    k1 : Kernel
+        First term.
+    k2 : Kernel
+        Second term.
+    """
 
     def __init__(self, k1, k2):
         self.k1, self.k2 = k1, k2
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix k1(X, Y) + k2(X, Y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+
+        Notes
+        -----
+        k1 is computed into ``out``; k2 needs one temporary Gram matrix.
+        """
         K = self.k1(X, Y, out=out, n_threads=n_threads)
         K += self.k2(X, Y, n_threads=n_threads)
         return K
@@ -320,12 +541,46 @@ class Sum(Kernel):
 
 
 class Product(Kernel):
-    """k1 * k2 (elementwise; positive definite by the Schur product theorem)."""
+    """The elementwise product k1 * k2 of two kernels.
+
+    Positive definite by the Schur product theorem.
+
+    Parameters
+    ----------
+    k1 : Kernel
+        First factor.
+    k2 : Kernel
+        Second factor.
+    """
 
     def __init__(self, k1, k2):
         self.k1, self.k2 = k1, k2
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix k1(X, Y) * k2(X, Y) elementwise.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+
+        Notes
+        -----
+        k1 is computed into ``out``; k2 needs one temporary Gram matrix.
+        """
         K = self.k1(X, Y, out=out, n_threads=n_threads)
         K *= self.k2(X, Y, n_threads=n_threads)
         return K
@@ -338,13 +593,41 @@ class Product(Kernel):
 
 
 class Scaled(Kernel):
-    """c * k for c > 0."""
+    """The kernel c * k for c > 0.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel k.
+    c : float
+        The scale factor (> 0).
+    """
 
     def __init__(self, kernel, c):
         self.c = check_real(c, "c", low=0.0, low_inclusive=False)
         self.kernel = kernel
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix c * k(X, Y), in place.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+        """
         K = self.kernel(X, Y, out=out, n_threads=n_threads)
         K *= K.dtype.type(self.c)
         return K
@@ -357,7 +640,18 @@ class Scaled(Kernel):
 
 
 class PolynomialOf(Kernel):
-    """sum_i a_i k^i with a_i >= 0 (a_0 is a constant kernel, also positive definite)."""
+    """The polynomial sum_i a_i k^i of a kernel, with a_i >= 0.
+
+    a_0 is a constant kernel, also positive definite.  Trailing zero coefficients
+    are dropped.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel k.
+    coefficients : sequence of float
+        The coefficients a_0, a_1, ..., all >= 0.
+    """
 
     def __init__(self, kernel, coefficients):
         coefs = [check_real(a, f"coefficients[{i}]") for i, a in enumerate(coefficients)]
@@ -375,6 +669,30 @@ class PolynomialOf(Kernel):
         self.coefficients = tuple(coefs)
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix sum_i a_i k(X, Y)^i elementwise.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+
+        Notes
+        -----
+        Horner's rule in ``out``, from one Gram matrix of the kernel k.
+        """
         base = self.kernel(X, Y, n_threads=n_threads)
         if out is None:
             out = np.empty_like(base)
@@ -394,12 +712,38 @@ class PolynomialOf(Kernel):
 
 
 class ExpOf(Kernel):
-    """exp(k) elementwise."""
+    """The elementwise exponential exp(k) of a kernel.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel k.
+    """
 
     def __init__(self, kernel):
         self.kernel = kernel
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix exp(k(X, Y)), in place.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input (sparse input only for the kernels whose functions in
+            ``fastkern.pairwise`` take it).
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+        """
         K = self.kernel(X, Y, out=out, n_threads=n_threads)
         np.exp(K, out=K)
         return K
@@ -409,20 +753,71 @@ class ExpOf(Kernel):
 
 
 def exp(kernel):
-    """exp(k): positive definite whenever k is."""
+    """Return exp(k), positive definite whenever k is.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel k.
+
+    Returns
+    -------
+    ExpOf
+        The elementwise exponential of ``kernel``.
+
+    Raises
+    ------
+    TypeError
+        If ``kernel`` is not a fastkern kernel.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern.kernels import Linear, exp
+    >>> exp(Linear())(np.array([[0.0], [1.0]]))
+    array([[1.        , 1.        ],
+           [1.        , 2.71828183]])
+    """
     if not isinstance(kernel, Kernel):
         raise TypeError(f"exp expects a fastkern kernel, got {type(kernel).__name__}")
     return ExpOf(kernel)
 
 
 def min_eigenvalue(K):
-    """Smallest eigenvalue of a symmetric matrix, without computing the others.
+    """Compute the smallest eigenvalue of a symmetric matrix, without the others.
 
     One LAPACK call (syevr: tridiagonalisation, then bisection for a single
-    eigenvalue).  Lanczos is not used: a positive semi-definite Gram has a
-    cloud of eigenvalues decaying towards 0, where ARPACK's stopping test
-    (relative to the Ritz value) is never met.  A clearly negative result
-    means the kernel is not positive definite on these data.
+    eigenvalue).  A clearly negative result means the kernel is not positive
+    definite on these data.
+
+    Parameters
+    ----------
+    K : array-like of shape (n_samples, n_samples)
+        A symmetric matrix, computed in float64.  Symmetry is checked on a
+        sample of up to 64 rows.
+
+    Returns
+    -------
+    float
+        The smallest eigenvalue.
+
+    Raises
+    ------
+    ValueError
+        If ``K`` is not square or not symmetric.
+
+    Notes
+    -----
+    Lanczos is not used: a positive semi-definite Gram has a cloud of eigenvalues
+    decaying towards 0, where ARPACK's stopping test (relative to the Ritz value)
+    is never met.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import min_eigenvalue
+    >>> round(min_eigenvalue(np.array([[2.0, 1.0], [1.0, 2.0]])), 12)
+    1.0
     """
     from scipy import linalg
 

@@ -61,12 +61,18 @@ logger = logging.getLogger("fastkern")
 
 
 class MatrixFreeFit(NamedTuple):
-    """Result of :func:`matrix_free_eigenpairs`.
+    """Result of :func:`matrix_free_eigenpairs`, a named tuple.
 
-    eigenvalues : (k,) float64, of the centred Gram, unordered.
-    eigenvectors : (N, k) float64, unit columns.
-    row_means : (N,) float64, K 1 / N (what transform centres a new block with).
-    grand_mean : float, 1^T K 1 / N^2.
+    Parameters
+    ----------
+    eigenvalues : ndarray of shape (k,)
+        Eigenvalues of the centred Gram (float64, in the solver's order).
+    eigenvectors : ndarray of shape (N, k)
+        The eigenvectors, unit columns.
+    row_means : ndarray of shape (N,)
+        K 1 / N, with which transform centres a new block.
+    grand_mean : float
+        1^T K 1 / N^2.
     """
 
     eigenvalues: np.ndarray
@@ -76,13 +82,21 @@ class MatrixFreeFit(NamedTuple):
 
 
 class NystroemFit(NamedTuple):
-    """Result of :func:`nystroem_eigenpairs`: eigenpairs and the map that projects new rows.
+    """Result of :func:`nystroem_eigenpairs`, a named tuple.
 
-    eigenvalues, eigenvectors : as :class:`MatrixFreeFit`.
-    feature_map : the fitted ``fastkern.Nystroem``.
-    mean : (m,) column means of the training features.
-    basis : (m, k) directions in feature space (new rows project to (phi - mean) @ basis,
-        in the order and with the signs of ``eigenvectors``).
+    Parameters
+    ----------
+    eigenvalues : ndarray of shape (k,)
+        Eigenvalues of the approximated centred Gram.
+    eigenvectors : ndarray of shape (N, k)
+        The eigenvectors, unit columns.
+    feature_map : fastkern.Nystroem
+        The fitted map phi.
+    mean : ndarray of shape (m,)
+        Column means of the training features.
+    basis : ndarray of shape (m, k)
+        Directions in feature space: new rows project to (phi - mean) @ basis
+        (columns in the order and with the signs of ``eigenvectors``).
     """
 
     eigenvalues: np.ndarray
@@ -93,7 +107,24 @@ class NystroemFit(NamedTuple):
 
 
 def in_process_products(X, spec, *, memory_budget=None):
-    """(matmat, row_sums) of K(X, X) computed here with OpenMP (the in-process backend)."""
+    """Return the products with K(X, X) computed here with OpenMP (the in-process backend).
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, n_features)
+        Training rows.
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel.
+    memory_budget : int, default=None
+        Bytes the products' temporaries may use.
+
+    Returns
+    -------
+    matmat : callable
+        ``matmat(V)`` is K @ V.
+    row_sums : callable
+        ``row_sums()`` is K @ 1.
+    """
     op = KernelOperator.from_spec(X, spec, memory_budget=memory_budget)
     return op.matmat, op.row_sums
 
@@ -145,11 +176,33 @@ class _Progress:
 
 def matrix_free_eigenpairs(n, k, matmat, row_sums, *, tol=0, max_iter=None,
                            random_state=None, verbose=False):
-    """The k leading eigenpairs of the implicitly centred K, from K @ V and K @ 1 alone.
+    """Compute the k leading eigenpairs of the implicitly centred K from its products.
 
-    ``matmat(V)`` returns K @ V (float64, (n, b)) and ``row_sums()`` K @ 1, on any
-    backend.  The centring is applied to each product (see the module
-    docstring); tol <= 0 means 1e-10.  Returns a :class:`MatrixFreeFit`.
+    The centring is applied to each product (see the module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Number of training rows.
+    k : int
+        Number of eigenpairs.
+    matmat : callable
+        ``matmat(V)`` returns K @ V (float64, (n, b)), on any backend.
+    row_sums : callable
+        ``row_sums()`` returns K @ 1.
+    tol : float, default=0
+        Residual tolerance relative to the largest eigenvalue; <= 0 means 1e-10.
+    max_iter : int, default=None
+        Eigensolver iterations (None: its default).
+    random_state : int, RandomState or None, default=None
+        Start block of the eigensolver.
+    verbose : bool, default=False
+        Log each pass and residual.
+
+    Returns
+    -------
+    fit : MatrixFreeFit
+        The eigenpairs and the training means.
     """
     progress = _Progress(verbose, "matrix-free")
     matmat = progress.timed(matmat)
@@ -181,9 +234,25 @@ def matrix_free_eigenpairs(n, k, matmat, row_sums, *, tol=0, max_iter=None,
 
 
 def centred_projection(KA1, A, row_means, grand_mean):
-    """Project new rows given KA1 = K(X_new, X_fit) @ [A, 1] (A: scaled eigenvectors).
+    """Project new rows on the components, centring with the training means.
 
-    Centres with the training means, as ``KernelCenterer``; see the module docstring.
+    As ``KernelCenterer``; see the module docstring.
+
+    Parameters
+    ----------
+    KA1 : ndarray of shape (n_new, k + 1)
+        K(X_new, X_fit) @ [A, 1]; overwritten.
+    A : ndarray of shape (N, k)
+        Eigenvectors divided by the square roots of their eigenvalues.
+    row_means : ndarray of shape (N,)
+        Training row means of K.
+    grand_mean : float
+        Training grand mean of K.
+
+    Returns
+    -------
+    projection : ndarray of shape (n_new, k)
+        The new rows' coordinates.
     """
     n = row_means.shape[0]
     kt = KA1[:, -1] / n
@@ -196,7 +265,26 @@ def centred_projection(KA1, A, row_means, grand_mean):
 
 
 def transform_products(X_fit, spec, A, X, *, memory_budget=None):
-    """K(X, X_fit) @ [A, 1] in-process (the pass :func:`centred_projection` needs)."""
+    """Compute K(X, X_fit) @ [A, 1] in-process, the pass :func:`centred_projection` needs.
+
+    Parameters
+    ----------
+    X_fit : ndarray of shape (N, n_features)
+        Training rows.
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel.
+    A : ndarray of shape (N, k)
+        Scaled eigenvectors.
+    X : ndarray of shape (n_new, n_features)
+        New rows.
+    memory_budget : int, default=None
+        Bytes the products' temporaries may use.
+
+    Returns
+    -------
+    KA1 : ndarray of shape (n_new, k + 1)
+        The product, in float64.
+    """
     A1 = np.hstack([A, np.ones((X_fit.shape[0], 1))])
     op = KernelOperator.from_spec(X_fit, spec, memory_budget=memory_budget)
     with pass_label("transform"):
@@ -205,9 +293,31 @@ def transform_products(X_fit, spec, A, X, *, memory_budget=None):
 
 def nystroem_eigenpairs(X, spec, k, n_landmarks, *, random_state=None, memory_budget=None,
                         verbose=False):
-    """The k leading eigenpairs of the Nystroem approximation of the centred Gram.
+    """Compute the k leading eigenpairs of the Nystroem approximation of the centred Gram.
 
-    Returns a :class:`NystroemFit`; see the module docstring for the algebra.
+    See the module docstring for the algebra.
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, n_features)
+        Training rows.
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel.
+    k : int
+        Number of eigenpairs (<= n_landmarks).
+    n_landmarks : int
+        Landmarks drawn from X.
+    random_state : int, RandomState or None, default=None
+        Draws the landmarks.
+    memory_budget : int, default=None
+        Bytes allowed; about 3 N m 8 are needed.
+    verbose : bool, default=False
+        Log the time taken.
+
+    Returns
+    -------
+    fit : NystroemFit
+        The eigenpairs and what projects new rows.
     """
     from fastkern.nystroem import Nystroem
 

@@ -79,16 +79,21 @@ class _ThreadChooser:
 
 
 class IncompleteCholesky(NamedTuple):
-    """Result of :func:`incomplete_cholesky`.
+    """Result of :func:`incomplete_cholesky`, a named tuple.
 
-    G : (n, rank) array, Fortran order (its columns are contiguous), K ~ G G^T.
-    pivots : (rank,) int array, the pivot rows in the order they were chosen.
-    residual_trace : (rank + 1,) float64, trace(K - G_k G_k^T) after k pivots
-        (entry 0 is trace(K)).
-    max_residual : (rank + 1,) float64, the largest diagonal entry of
-        K - G_k G_k^T after k pivots; the first `rank` entries are kernlab's
-        ``maxresiduals``, and the factorisation stopped because the last one is
-        <= tol (or rank reached max_rank, or the rounding level).
+    Parameters
+    ----------
+    G : ndarray of shape (n_samples, rank)
+        Fortran order (its columns are contiguous), K ~ G G^T.
+    pivots : ndarray of shape (rank,)
+        The pivot rows (int), in the order they were chosen.
+    residual_trace : ndarray of shape (rank + 1,)
+        The float64 trace(K - G_k G_k^T) after k pivots (entry 0 is trace(K)).
+    max_residual : ndarray of shape (rank + 1,)
+        The largest diagonal entry of K - G_k G_k^T after k pivots (float64); the
+        first `rank` entries are kernlab's ``maxresiduals``, and the
+        factorisation stopped because the last one is <= tol (or rank reached
+        max_rank, or the rounding level).
     """
 
     G: np.ndarray
@@ -126,7 +131,7 @@ _DIRECT = {KERNEL_CODES["rbf"]: _inchol.RBF, KERNEL_CODES["laplacian"]: _inchol.
 
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
                         kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
-    """Pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
+    """Compute a pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
 
     Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
     the largest residual diagonal r_p (the first such row on ties), computes
@@ -141,6 +146,47 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     compute the column with fastkern's Gram code first.  Memory: n x rank for
     G, plus a transposed copy of X (n x d, RBF/Laplacian) and O(n).
 
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite data.  float32 input gives a float32 G (kernel columns in
+        float32, the update accumulated in float64).
+    kernel : str, Kernel or callable, default="rbf"
+        A fastkern string kernel ("rbf", "laplacian", "linear", "poly",
+        "sigmoid", "exponential"), a fastkern kernel object or a callable.
+        "precomputed" is refused.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as the estimators take it: None is 1 / n_features;
+        "scale" and "median" as the estimators, 1 / (n_features X.var()) and the
+        median heuristic of :func:`estimate_gamma`.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Further parameters of a callable kernel, as the estimators take them.
+    tol : float, default=1e-6
+        The bound (>= 0) on the largest residual diagonal.
+    max_rank : int, default=None
+        The most pivots (>= 1); None means n, and values above n mean n.
+    n_threads : int, default=None
+        The most threads used; None means OpenMP's default.  Each pivot step
+        runs on 1 or n_threads threads, whichever has been faster per unit of
+        work on recent steps (both re-timed as it goes): on a loaded machine a
+        parallel step can be slower than a serial one.  The result does not
+        depend on the thread count.
+
+    Returns
+    -------
+    IncompleteCholesky
+        The named tuple (G, pivots, residual_trace, max_residual).
+
+    See Also
+    --------
+    pivot_features : The rows of G for new points.
+
+    Notes
+    -----
     Stopping rule (kernlab's, so that ranks and pivots agree with it): before
     each step the largest residual diagonal max_i r_i is compared with
     ``tol``; the factorisation stops when it is <= tol.  Since the residual
@@ -154,28 +200,16 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     the residual, sum_i r_i (the nuclear norm of K - G G^T), is reported at
     every step in ``residual_trace``.
 
-    Parameters
-    ----------
-    X : array of shape (n, d), finite.  float32 input gives a float32 G
-        (kernel columns in float32, the update accumulated in float64).
-    kernel : a fastkern string kernel ("rbf", "laplacian", "linear", "poly",
-        "sigmoid", "exponential"), a fastkern kernel object or a callable,
-        with gamma / degree / coef0 / kernel_params as the estimators take
-        them (gamma=None is 1 / n_features; "scale" and "median" as the
-        estimators: 1 / (n_features X.var()) and the median heuristic of
-        :func:`estimate_gamma`).  "precomputed" is refused.
-    tol : float >= 0, the bound on the largest residual diagonal.
-    max_rank : int >= 1 or None (n); values above n mean n.
-    n_threads : None (OpenMP's default) or a positive int, the most threads
-        used.  Each pivot step runs on 1 or n_threads threads, whichever has
-        been faster per unit of work on recent steps (both re-timed as it
-        goes): on a loaded machine a parallel step can be slower than a
-        serial one.  The result does not depend on the thread count.
-
-    Returns
-    -------
-    IncompleteCholesky (G, pivots, residual_trace, max_residual).
     Ctrl-C is honoured between pivots and within a long step.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import incomplete_cholesky
+    >>> X = np.random.default_rng(0).normal(size=(100, 3))
+    >>> res = incomplete_cholesky(X, "rbf", gamma=0.5, tol=1e-3)
+    >>> bool(res.max_residual[-1] <= 1e-3), res.G.shape[0]
+    (True, 100)
     """
     _check_kernel(kernel)
     X = check_array_2d(X, "X")
@@ -247,19 +281,27 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
 
 
 def pivot_features(K_cross, L):
-    """Rows of an incomplete Cholesky factor for new points: the Nystroem map on the pivots.
+    """Compute the rows of an incomplete Cholesky factor for new points.
 
-    K_cross = k(X_new, X[pivots]) (m x r) and L = G[pivots] (r x r, lower
-    triangular up to rounding: a pivot's residual is 0 in later columns).
-    Returns g (m x r) solving L g(x)^T = k(X[pivots], x); since G G^T
-    reproduces K on the pivot columns, G = K[:, pivots] L^-T, so on training
-    points g gives back the rows of G, and g(x) g(y)^T is the Nystroem
-    approximation k_P(x) K_PP^-1 k_P(y).
+    The Nystroem map on the pivots: since G G^T reproduces K on the pivot
+    columns, G = K[:, pivots] L^-T, so on training points the result gives back
+    the rows of G, and g(x) g(y)^T is the Nystroem approximation
+    k_P(x) K_PP^-1 k_P(y).
+
+    Parameters
+    ----------
+    K_cross : array-like of shape (n_queries, rank)
+        The kernel k(X_new, X[pivots]).
+    L : ndarray of shape (rank, rank)
+        G[pivots], lower triangular up to rounding (a pivot's residual is 0 in
+        later columns).
+
+    Returns
+    -------
+    g : ndarray of shape (n_queries, rank)
+        The solution of L g(x)^T = k(X[pivots], x), float64.
     """
     K_cross = np.asarray(K_cross, dtype=np.float64)
     if L.shape[0] == 0:
         return np.zeros((K_cross.shape[0], 0))
     return linalg.solve_triangular(L, K_cross.T, lower=True, check_finite=False).T
-
-
-# ---------------------------------------------------------------- gamma estimates

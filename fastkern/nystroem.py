@@ -26,12 +26,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
     """Approximate a kernel map from a random subset of the training data.
 
     Parameters are those of scikit-learn's Nystroem (``n_jobs`` is accepted and
-    ignored: fastkern's kernels use OpenMP, see ``n_threads``).  gamma, coef0 and degree left as None take the kernel's
-    defaults (gamma = 1/n_features for "rbf", 1 for "chi2"; coef0 = 1,
-    degree = 3); they must stay None for a callable, a fastkern kernel object
-    or "precomputed".  gamma may also be "scale" (1 / (n_features X.var())) or
-    "median" (the median heuristic, ``fastkern.estimate_gamma``), resolved on
-    the training X (all of it, not only the landmarks) into ``gamma_``.
+    ignored: fastkern's kernels use OpenMP, see ``n_threads``).
 
     With kernel="precomputed", X is the training Gram matrix (n x n), the
     landmarks are the columns ``component_indices_`` and ``transform`` takes
@@ -41,8 +36,60 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
 
     X may be a dense array or a scipy CSR/CSC matrix (kept sparse).
 
-    Attributes: ``components_`` (the landmark rows), ``component_indices_``,
-    ``normalization_`` (W^(-1/2)), ``gamma_``, ``n_features_in_``, ``feature_names_in_``.
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="rbf"
+        A fastkern string kernel, "precomputed", a fastkern kernel object or a
+        callable.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient; None takes the kernel's default (1/n_features for
+        "rbf", 1 for "chi2").  "scale" means 1 / (n_features X.var()) and
+        "median" the median heuristic (``fastkern.estimate_gamma``), resolved on
+        the training X (all of it, not only the landmarks) into ``gamma_``.
+    coef0 : float, default=None
+        Constant term of the polynomial and sigmoid kernels; None means 1.
+    degree : float, default=None
+        Degree of the polynomial kernel; None means 3.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments.
+    n_components : int, default=100
+        Number of landmarks (at most n_samples: more warns and uses n_samples).
+    random_state : int, RandomState instance or None, default=None
+        Draws the landmarks.
+    n_jobs : int, default=None
+        Accepted for compatibility with scikit-learn and ignored.
+    n_threads : int, default=None
+        OpenMP threads of the Gram matrices; None means the default
+        (OMP_NUM_THREADS, else the CPUs available to this process, capped by its
+        CPU quota).
+
+    Attributes
+    ----------
+    components_ : {ndarray, sparse matrix} of shape (n_components, n_features)
+        The landmark rows.
+    component_indices_ : ndarray of shape (n_components,)
+        Indices of the landmarks in the training X.
+    normalization_ : ndarray of shape (n_components, n_components)
+        W^(-1/2), W the Gram matrix of the landmarks.
+    gamma_ : float or None
+        The gamma used (resolved at fit; None: the kernel's default).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when X had string column names.
+
+    Notes
+    -----
+    gamma, coef0 and degree must stay None for a callable, a fastkern kernel
+    object or "precomputed".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import Nystroem
+    >>> X = np.random.default_rng(0).normal(size=(50, 4))
+    >>> Nystroem(n_components=10, random_state=0).fit_transform(X).shape
+    (50, 10)
     """
 
     _parameter_constraints: dict = {
@@ -77,7 +124,26 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Draw the landmarks and compute W^(-1/2)."""
+        """Draw the landmarks and compute W^(-1/2).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data, or the training Gram with kernel="precomputed".
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : Nystroem
+            The fitted transformer.
+
+        Raises
+        ------
+        ValueError
+            If gamma, coef0 or degree is given with a callable or precomputed
+            kernel, or a precomputed X is not square.
+        """
         X = validate_data(self, X, accept_sparse=["csr", "csc"])
         if (callable(self.kernel) or self._precomputed) and (
                 self.gamma is not None or self.coef0 is not None or self.degree is not None):
@@ -116,9 +182,17 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return self
 
     def transform(self, X):
-        """phi(X) = K(X, components_) @ normalization_.T, shape (n_samples, n_components).
+        """Map X to the approximate feature space.
 
-        For kernel="precomputed", X is the cross-Gram K(X, X_train).
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The data; for kernel="precomputed", the cross-Gram K(X, X_train).
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components)
+            The features phi(X) = K(X, components_) @ normalization_.T.
         """
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse=["csr", "csc"], reset=False)

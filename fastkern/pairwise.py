@@ -69,13 +69,42 @@ MAX_BESSEL_ORDER = 100.0
 DIRECT_MAX_FEATURES = 32
 
 def uses_direct_path(kind, n_features):
-    """Whether a kernel code is computed by the fused distance loop rather than BLAS."""
+    """Tell whether a kernel code is computed by the fused distance loop rather than BLAS.
+
+    Parameters
+    ----------
+    kind : int
+        A kernel code of the compiled tile loops (a value of ``KERNEL_CODES``, or
+        one of the distance kernels' private codes).
+    n_features : int
+        Number of features of the input.
+
+    Returns
+    -------
+    bool
+        True for the Laplacian (L1) kernel always, and for the kernels of the
+        Euclidean distance (RBF, Laplacian L2, Bessel) up to
+        ``DIRECT_MAX_FEATURES`` features.
+    """
     return kind == _LAPLACIAN or (kind in _DISTANCE_KINDS and n_features <= DIRECT_MAX_FEATURES)
 
 
 def default_gamma(gamma, n_features):
-    """gamma as the compiled loops take it: None means 1 / n_features (scikit-learn's
-    default, the one place it is computed), else a checked number >= 0."""
+    """Return gamma as the compiled loops take it.
+
+    Parameters
+    ----------
+    gamma : float or None
+        None means 1 / n_features, scikit-learn's default (computed here and
+        nowhere else); a number is checked to be finite and >= 0.
+    n_features : int
+        Columns of the data.
+
+    Returns
+    -------
+    gamma : float
+        The value the kernel uses.
+    """
     if gamma is None:
         return 1.0 / n_features
     return check_real(gamma, "gamma", low=0.0)
@@ -157,10 +186,47 @@ def _sparse_product(X, Y, dense_output, out):
 
 
 def linear_kernel(X, Y=None, dense_output=True, *, out=None, n_threads=None):
-    """K(x, y) = <x, y>.
+    """Compute the linear kernel K(x, y) = <x, y>.
 
-    With X and Y sparse and ``dense_output=False`` the result is scipy's
-    sparse X @ Y.T (as scikit-learn); otherwise a dense array.
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    dense_output : bool, default=True
+        With X and Y both sparse, False returns scipy's sparse X @ Y.T (as
+        scikit-learn); otherwise the result is a dense array.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray or sparse matrix of shape (n_samples_X, n_samples_Y)
+        The Gram matrix (``out`` when it was given); sparse only when both inputs
+        are sparse and ``dense_output=False``.
+
+    Raises
+    ------
+    ValueError
+        If ``out`` is given with ``dense_output=False`` and sparse inputs.
+
+    See Also
+    --------
+    fastkern.kernels.Linear : The same kernel as a composable object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import linear_kernel
+    >>> linear_kernel(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    array([[ 5., 11.],
+           [11., 25.]])
     """
     if _sparse_product(X, Y, dense_output, out):
         check_n_threads(n_threads)
@@ -170,7 +236,33 @@ def linear_kernel(X, Y=None, dense_output=True, *, out=None, n_threads=None):
 
 
 def polynomial_kernel(X, Y=None, degree=3, gamma=None, coef0=1, *, out=None, n_threads=None):
-    """K(x, y) = (gamma <x, y> + coef0)^degree; gamma=None means 1/n_features."""
+    """Compute the polynomial kernel K(x, y) = (gamma <x, y> + coef0)^degree.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    degree : float, default=3
+        Exponent (>= 1).
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    coef0 : float, default=1
+        Constant term.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+    """
     degree = check_real(degree, "degree", low=1.0)
     coef0 = check_real(coef0, "coef0")
     return _compute(X, Y, _POLY, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
@@ -178,21 +270,106 @@ def polynomial_kernel(X, Y=None, degree=3, gamma=None, coef0=1, *, out=None, n_t
 
 
 def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
-    """K(x, y) = exp(-gamma ||x - y||^2); gamma=None means 1/n_features."""
+    """Compute the RBF (Gaussian) kernel K(x, y) = exp(-gamma ||x - y||^2).
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+    path : {None, "direct", "blas"}, default=None
+        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
+        features and BLAS above; "direct" or "blas" force one (for tests).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    See Also
+    --------
+    fastkern.kernels.RBF : The same kernel as a composable object.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import rbf_kernel
+    >>> rbf_kernel(np.array([[0.0], [1.0]]), gamma=1.0).round(4)
+    array([[1.    , 0.3679],
+           [0.3679, 1.    ]])
+    """
     return _compute(X, Y, _RBF, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads, path=path)
 
 
 def laplacian_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """K(x, y) = exp(-gamma ||x - y||_1) (L1 distance, as scikit-learn)."""
+    """Compute the Laplacian kernel K(x, y) = exp(-gamma ||x - y||_1).
+
+    The L1 distance, as scikit-learn; ``laplacian_l2_kernel`` is kernlab's, of the
+    Euclidean distance.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+    """
     return _compute(X, Y, _LAPLACIAN, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads)
 
 
 def sigmoid_kernel(X, Y=None, gamma=None, coef0=1, *, out=None, n_threads=None):
-    """K(x, y) = tanh(gamma <x, y> + coef0).
+    """Compute the sigmoid kernel K(x, y) = tanh(gamma <x, y> + coef0).
 
     Not positive definite in general (only for some gamma, coef0 and data).
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    coef0 : float, default=1
+        Constant term.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
     """
     coef0 = check_real(coef0, "coef0")
     return _compute(X, Y, _SIGMOID, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
@@ -200,10 +377,31 @@ def sigmoid_kernel(X, Y=None, gamma=None, coef0=1, *, out=None, n_threads=None):
 
 
 def exponential_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """K(x, y) = exp(gamma <x, y>); gamma=None means 1/n_features.
+    """Compute the exponential kernel K(x, y) = exp(gamma <x, y>).
 
     Positive definite (the exponential of the linear kernel).  Large gamma <x, y>
     overflows to inf exactly as numpy's exp would.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=None
+        Kernel coefficient (>= 0); None means 1 / n_features.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
     """
     return _compute(X, Y, _EXPONENTIAL, gamma=default_gamma(gamma, _features(X)), out=out,
                     n_threads=n_threads)
@@ -236,11 +434,33 @@ def _sparse_interface(K):
 
 
 def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None):
-    """K(x, y) = <x, y> / (|x| |y|), as ``sklearn.metrics.pairwise.cosine_similarity``.
+    """Compute the cosine similarity K(x, y) = <x, y> / (|x| |y|).
 
-    Rows are L2-normalised (copies; zero rows stay zero, so their similarity
-    is 0) and their linear kernel is computed natively, dense or sparse.  With
-    X and Y sparse and ``dense_output=False`` the result is sparse.
+    As ``sklearn.metrics.pairwise.cosine_similarity``.  Rows are L2-normalised
+    (copies; zero rows stay zero, so their similarity is 0) and their linear kernel
+    is computed natively, dense or sparse.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input.  float32 gives a float32 result, any other numeric dtype float64.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    dense_output : bool, default=True
+        With X and Y both sparse, False returns a sparse result.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray or sparse matrix of shape (n_samples_X, n_samples_Y)
+        The similarities (``out`` when it was given); sparse only when both
+        inputs are sparse and ``dense_output=False``.
     """
     n_threads = check_n_threads(n_threads)
     if is_sparse(X) or (Y is not None and is_sparse(Y)):
@@ -259,14 +479,41 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
 
 
 def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
-    """K(x, y) = exp(-gamma ||x - y||_2), the Laplacian kernel of the Euclidean distance.
+    """Compute the Laplacian kernel of the Euclidean distance, exp(-gamma ||x - y||_2).
 
     kernlab's ``laplacedot(sigma)`` with ``sigma = gamma``; ``laplacian_kernel``
-    is scikit-learn's, of the L1 distance.  gamma=None means 1/n_features (as
-    scikit-learn's distance kernels; kernlab's default is sigma = 1).
+    is scikit-learn's, of the L1 distance.
 
-    The squared distances are the RBF kernel's (fused loop for narrow data,
-    BLAS with centring and recomputation of cancelled entries otherwise; see
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=None
+        Kernel coefficient (> 0); None means 1 / n_features (as scikit-learn's
+        distance kernels; kernlab's default is sigma = 1).
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+    path : {None, "direct", "blas"}, default=None
+        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
+        features and BLAS above; "direct" or "blas" force one (for tests).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Notes
+    -----
+    The squared distances are the RBF kernel's (fused loop for narrow data, BLAS
+    with centring and recomputation of cancelled entries otherwise; see
     fastkern._gram), then mapped to exp(-gamma sqrt(d2)).  kernlab rounds the
     squared distance to 9 decimals first; fastkern does not.
     """
@@ -276,25 +523,51 @@ def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path
 
 def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_threads=None,
                   path=None):
-    """K(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, r = gamma ||x - y||_2, nu = order.
+    """Compute kernlab's Bessel kernel (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree.
 
-    kernlab's ``besseldot(sigma, order, degree)`` with ``sigma = gamma``: its
-    ``kernelMatrix`` computes J_nu(r) r^-nu divided by its value at r = 0,
-    1 / (Gamma(nu + 1) 2^nu), so that K(x, x) = 1.  J_nu is the Bessel function
-    of the first kind (scipy.special.jv).  kernlab returns exactly 1 for
-    r < 1e-4 (a relative error up to 2.5e-9) and rounds the squared distance
-    to 9 decimals; fastkern uses the power series near 0 instead and no rounding.
+    Here r = gamma ||x - y||_2 and nu = order: kernlab's
+    ``besseldot(sigma, order, degree)`` with ``sigma = gamma``.
 
     Parameters
     ----------
-    gamma : float > 0, default=1.0
-        Scale of the distance (kernlab's sigma); None means 1.0 as well.
-    order : float in [0, 100], default=1
-        nu.  The kernel is positive definite on R^d when nu >= d / 2 - 1
-        (Gneiting's Bessel family); below that, for instance kernlab's default
-        nu = 1 with d > 4 features, its Gram matrices can be indefinite.
-    degree : int >= 1, default=1
-        The power (J_nu changes sign, so only integer powers are real).
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=1.0
+        Scale of the distance (> 0, kernlab's sigma); None means 1.0 as well.
+    order : float, default=1
+        The order nu, in [0, 100].  The kernel is positive definite on R^d when
+        nu >= d / 2 - 1 (Gneiting's Bessel family); below that, for instance
+        kernlab's default nu = 1 with d > 4 features, its Gram matrices can be
+        indefinite.
+    degree : int, default=1
+        The power, an integer >= 1 (J_nu changes sign, so only integer powers are
+        real).
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+    path : {None, "direct", "blas"}, default=None
+        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
+        features and BLAS above; "direct" or "blas" force one (for tests).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Notes
+    -----
+    kernlab's ``kernelMatrix`` computes J_nu(r) r^-nu divided by its value at
+    r = 0, 1 / (Gamma(nu + 1) 2^nu), so that K(x, x) = 1.  J_nu is the Bessel
+    function of the first kind (scipy.special.jv).  kernlab returns exactly 1 for
+    r < 1e-4 (a relative error up to 2.5e-9) and rounds the squared distance to 9
+    decimals; fastkern uses the power series near 0 instead and no rounding.
 
     The squared distances come from the RBF kernel's loops, as in
     ``laplacian_l2_kernel``; each value then costs one scipy ``jv`` call.
@@ -340,11 +613,34 @@ def _featurewise_gram(X, Y, kind, *, gamma=1.0, degree=1.0, nonnegative=False, o
 
 
 def anova_kernel(X, Y=None, gamma=1.0, degree=1, *, out=None, n_threads=None):
-    """K(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree, kernlab's ``anovadot``.
+    """Compute kernlab's ANOVA kernel (sum_k exp(-gamma (x_k - y_k)^2))^degree.
 
-    ``gamma`` is kernlab's sigma (> 0; None means kernlab's default 1.0) and
-    ``degree`` an integer >= 1 (kernlab's default 1; the estimators' own
-    ``degree`` parameter, default 3, is passed when they use this kernel by name).
+    kernlab's ``anovadot``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=1.0
+        The scale, kernlab's sigma (> 0); None means kernlab's default 1.0.
+    degree : int, default=1
+        An integer >= 1 (kernlab's default 1; the estimators' own ``degree``
+        parameter, default 3, is passed when they use this kernel by name).
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
     """
     gamma = 1.0 if gamma is None else check_real(gamma, "gamma", low=0.0, low_inclusive=False)
     degree = _integer_degree(degree)
@@ -353,9 +649,33 @@ def anova_kernel(X, Y=None, gamma=1.0, degree=1, *, out=None, n_threads=None):
 
 
 def spline_kernel(X, Y=None, *, out=None, n_threads=None):
-    """K(x, y) = prod_k (1 + x_k y_k + x_k y_k m_k - (x_k + y_k) m_k^2 / 2 + m_k^3 / 3),
-    m_k = min(x_k, y_k): kernlab's ``splinedot`` (the infinite linear spline kernel).
+    """Compute kernlab's spline kernel, the infinite linear spline kernel.
 
+    K(x, y) = prod_k (1 + x_k y_k + x_k y_k m_k - (x_k + y_k) m_k^2 / 2 + m_k^3 / 3)
+    with m_k = min(x_k, y_k): kernlab's ``splinedot``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Notes
+    -----
     Positive definite on non-negative data (where it is derived); any finite
     input is accepted, as by kernlab.  A product of d factors: on wide or
     large-valued data it overflows as kernlab's does.
@@ -364,20 +684,73 @@ def spline_kernel(X, Y=None, *, out=None, n_threads=None):
 
 
 def additive_chi2_kernel(X, Y=None, *, out=None, n_threads=None):
-    """K(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k), as scikit-learn's additive_chi2_kernel.
+    """Compute the additive chi-squared kernel -sum_k (x_k - y_k)^2 / (x_k + y_k).
 
-    Terms with x_k + y_k = 0 count 0.  Negative input raises ValueError (as
-    scikit-learn); sparse input raises TypeError.  Only conditionally positive
-    definite (the negative of a distance).
+    As scikit-learn's additive_chi2_kernel.  Terms with x_k + y_k = 0 count 0.
+    Only conditionally positive definite (the negative of a distance).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Raises
+    ------
+    ValueError
+        If X or Y has negative values (as scikit-learn).
+    TypeError
+        If X or Y is sparse.
     """
     return _featurewise_gram(X, Y, _featurewise.ADDITIVE_CHI2, nonnegative=True, out=out,
                              n_threads=n_threads)
 
 
 def chi2_kernel(X, Y=None, gamma=1.0, *, out=None, n_threads=None):
-    """K(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)), as scikit-learn's chi2_kernel.
+    """Compute the chi-squared kernel exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)).
 
-    gamma > 0 (default 1.0, as scikit-learn).  Negative input raises ValueError.
+    As scikit-learn's chi2_kernel.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    gamma : float, default=1.0
+        Kernel coefficient (> 0, default 1.0, as scikit-learn).
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Raises
+    ------
+    ValueError
+        If X or Y has negative values.
     """
     gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False)
     return _featurewise_gram(X, Y, _featurewise.CHI2, gamma=gamma, nonnegative=True, out=out,
@@ -385,11 +758,35 @@ def chi2_kernel(X, Y=None, gamma=1.0, *, out=None, n_threads=None):
 
 
 def histogram_intersection_kernel(X, Y=None, *, out=None, n_threads=None):
-    """K(x, y) = sum_k min(x_k, y_k), the histogram intersection kernel.
+    """Compute the histogram intersection kernel K(x, y) = sum_k min(x_k, y_k).
 
-    Positive definite on non-negative data, which is required (negative input
-    raises ValueError).  Named "histogram_intersection" in ``pairwise_kernels``
-    and the estimators.
+    Positive definite on non-negative data, which is required.  Named
+    "histogram_intersection" in ``pairwise_kernels`` and the estimators.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples_X, n_features)
+        First input (dense only: a sparse matrix raises TypeError).  float32 gives
+        a float32 result, any other numeric dtype float64.
+    Y : array-like of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned; nothing else of size
+        n_samples_X x n_samples_Y is allocated.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Raises
+    ------
+    ValueError
+        If X or Y has negative values.
     """
     return _featurewise_gram(X, Y, _featurewise.INTERSECTION, nonnegative=True, out=out,
                              n_threads=n_threads)
@@ -443,20 +840,80 @@ class KernelBase:
     """
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
+        """Compute the Gram matrix k(X, Y) (each kernel object implements it).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+            First input.
+        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous array of the result's dtype, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default.
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The Gram matrix, ``out`` when it was given.
+        """
         raise NotImplementedError
 
 
 def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=None,
                      out=None, n_threads=None, **kwds):
-    """Kernel between arrays X and Y, as ``sklearn.metrics.pairwise.pairwise_kernels``.
+    """Compute the kernel between arrays X and Y.
 
-    metric: one of fastkern's string kernels ("linear", "poly"/"polynomial",
-    "rbf", "laplacian", "sigmoid", "exponential", "cosine", "chi2",
-    "additive_chi2", and kernlab's "laplacian_l2", "anova", "bessel",
-    "spline", plus "histogram_intersection"), "precomputed" (X is the kernel;
-    it must be square when Y is None), a fastkern kernel object, any other
-    scikit-learn kernel name or a callable k(x, y) on two rows; the last two
-    are computed by scikit-learn (``n_jobs`` is passed to it).
+    As ``sklearn.metrics.pairwise.pairwise_kernels``.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+        First input, or the kernel itself with ``metric="precomputed"``.
+    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+        Second input; None means X.
+    metric : str, Kernel or callable, default="linear"
+        One of fastkern's string kernels ("linear", "poly"/"polynomial", "rbf",
+        "laplacian", "sigmoid", "exponential", "cosine", "chi2",
+        "additive_chi2", and kernlab's "laplacian_l2", "anova", "bessel",
+        "spline", plus "histogram_intersection"), "precomputed" (X is the kernel;
+        it must be square when Y is None), a fastkern kernel object, any other
+        scikit-learn kernel name or a callable k(x, y) on two rows; the last two
+        are computed by scikit-learn.
+    filter_params : bool, default=False
+        Drop the keywords in ``kwds`` that the kernel does not take
+        (``KERNEL_PARAMS``).
+    n_jobs : int, default=None
+        Passed to scikit-learn for the kernels it computes; fastkern's own use
+        ``n_threads``.
+    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+        C-contiguous, aligned, writeable array of the result's dtype, sharing no
+        memory with the inputs, filled and returned.
+    n_threads : int, default=None
+        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+        available to this process, capped by its CPU quota).
+    **kwds : dict
+        Parameters of the kernel (gamma, degree, coef0, order).
+
+    Returns
+    -------
+    K : ndarray of shape (n_samples_X, n_samples_Y)
+        The Gram matrix, ``out`` when it was given.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is unknown, or a precomputed X does not have the shape
+        (n_samples_X, n_samples_Y).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import pairwise_kernels
+    >>> pairwise_kernels(np.eye(2), metric="poly", degree=2, gamma=1.0, coef0=0.0)
+    array([[1., 0.],
+           [0., 1.]])
     """
     if isinstance(metric, KernelBase):
         return metric(X, Y, out=out, n_threads=n_threads)

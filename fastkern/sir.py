@@ -143,18 +143,27 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         Number of equal-count slices of a continuous y (>= 2, <= n_samples).
     slicing : {"auto", "quantile", "classes"}, default="auto"
         How y is sliced; see the module docstring.
-    n_threads : int or None, default=None
+    n_threads : int, default=None
         BLAS/LAPACK threads used by fit and transform (None: the BLAS default).
 
     Attributes
     ----------
-    directions_ : ndarray (n_features, n_directions)
+    directions_ : ndarray of shape (n_features, n_directions)
         Unit-norm e.d.r. directions, by decreasing eigenvalue.
-    eigenvalues_ : ndarray (n_directions,)
-    mean_ : ndarray (n_features,)
+    eigenvalues_ : ndarray of shape (n_directions,)
+        The eigenvalues, in [0, 1], in decreasing order.
+    mean_ : ndarray of shape (n_features,)
+        The training mean of X.
     n_slices_ : int
         Number of slices actually used.
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when X had string column names.
+
+    See Also
+    --------
+    KernelSIR : Sliced inverse regression in the feature space of a kernel.
     """
 
     _parameter_constraints: dict = {
@@ -170,6 +179,26 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
+        """Fit the e.d.r. directions.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data (at least 2 samples); sparse X is never centred (densified).
+        y : array-like of shape (n_samples,)
+            The response, sliced as the module docstring says.
+
+        Returns
+        -------
+        self : SlicedInverseRegression
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If n_directions > n_features, X has zero variance, or y gives fewer than
+            two slices.
+        """
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
                              ensure_min_samples=2, y_numeric=False)
         n, p = X.shape
@@ -212,6 +241,18 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return self.directions_.shape[1]
 
     def transform(self, X):
+        """Project X on the e.d.r. directions.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The data.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_directions)
+            (X - mean_) @ directions_.
+        """
         check_is_fitted(self, "directions_")
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_threads = self.n_threads if self.n_threads is None else check_n_threads(self.n_threads)
@@ -290,18 +331,27 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Parameters
     ----------
     n_components : int, default=2
-    kernel : str, fastkern kernel or callable, default="rbf"
+        Number of directions kept.
+    kernel : str, Kernel or callable, default="rbf"
         Any kernel accepted by fastkern's estimators, including "precomputed"
         (X is then the n x n training Gram, and transform takes the
         n_test x n_train cross-Gram).
-    gamma, degree, coef0, kernel_params
-        Kernel parameters, as in scikit-learn's KernelPCA; gamma may also be
-        "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
-        ``fastkern.estimate_gamma``), resolved on the training X into gamma_.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as in scikit-learn's KernelPCA (None: the
+        kernel's default, 1 / n_features for "rbf"); "scale" means
+        1 / (n_features X.var()) and "median" the median heuristic
+        (``fastkern.estimate_gamma``), resolved on the training X into gamma_.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments.
     n_slices : int, default=10
         Slices of a continuous y (>= 2, <= n_samples).
     slicing : {"auto", "quantile", "classes"}, default="auto"
-    regularization : float > 0, default=1e-3
+        How y is sliced; see the module docstring.
+    regularization : float, default=1e-3
         Ridge relative to the total feature-space variance (see above).
     n_basis : int or None, default=None
         None: full problem; m (1 <= m <= n_samples): reduced kernel on m
@@ -316,29 +366,51 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "precomputed"), deterministic; their Nystroem
         features span the same space as the factor G (K(X, B) K(B, B)^-1 K(B, X)
         = G G^T), so this is SIR on the incomplete Cholesky approximation of K.
-    ichol_tol : float >= 0, default=1e-6
-        tol of the incomplete Cholesky basis (the largest residual diagonal).
-    random_state : int, RandomState or None
+    ichol_tol : float, default=1e-6
+        The ``tol`` (>= 0) of the incomplete Cholesky basis (the largest
+        residual diagonal).
+    random_state : int, RandomState instance or None, default=None
         Draws the basis points when n_basis is set and basis="random".
-    n_threads : int or None
+    n_threads : int, default=None
         OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
         thread limit for the linear algebra (None: library defaults).
 
     Attributes
     ----------
-    dual_coef_ : ndarray (n_basis, n_components)
-    eigenvalues_ : ndarray (n_components,)
-    X_fit_ : ndarray (n_basis, n_features)
+    dual_coef_ : ndarray of shape (n_basis, n_components)
+        Coefficients of the directions on the basis points.
+    eigenvalues_ : ndarray of shape (n_components,)
+        The eigenvalues, in [0, 1), in decreasing order.
+    X_fit_ : ndarray of shape (n_basis, n_features)
         The basis points (all training samples when n_basis is None); with
         kernel="precomputed", the basis columns' indices instead.
-    basis_indices_ : ndarray (n_basis,)
+    basis_indices_ : ndarray of shape (n_basis,)
         Rows of the training X used as basis points.
-    K_fit_rows_ : ndarray (n_basis,)
+    K_fit_rows_ : ndarray of shape (n_basis,)
         Training means of the columns of K(X_train, X_fit_).
     n_slices_ : int
+        Number of slices actually used.
     gamma_ : float or None
         The gamma used (gamma resolved at fit; None: the kernel's default).
     n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when X had string column names.
+
+    See Also
+    --------
+    SlicedInverseRegression : Linear sliced inverse regression.
+    KernelFDA : Kernel Fisher discriminant analysis, with a classifier.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelSIR
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 2 * np.pi, size=(200, 3))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    >>> KernelSIR(n_components=1).fit_transform(X, y).shape
+    (200, 1)
     """
 
     _parameter_constraints: dict = {
@@ -379,6 +451,22 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
+        """Fit the kernel SIR directions.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            Training data (at least 2 samples), the training Gram with
+            kernel="precomputed", or a list of strings, sets or graphs for the
+            kernels of ``fastkern.structured``.
+        y : array-like of shape (n_samples,)
+            The response, sliced as the module docstring says.
+
+        Returns
+        -------
+        self : KernelSIR
+            The fitted estimator.
+        """
         X, y = validate_input(self, X, y, accept_sparse=["csr", "csc"], dtype=np.float64,
                               ensure_min_samples=2, y_numeric=False)
         n = X.shape[0]
@@ -532,6 +620,18 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self.dual_coef_.shape[1]
 
     def transform(self, X):
+        """Project X on the kernel SIR directions.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or list
+            The data, or the cross-Gram K(X, X_train) with kernel="precomputed".
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components)
+            (K(X, X_fit_) - K_fit_rows_) @ dual_coef_.
+        """
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         X = _dense_if_precomputed(X, self._precomputed())

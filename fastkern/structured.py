@@ -81,7 +81,29 @@ class StructuredKernel(Kernel):
     _sample_kind = "sample"
 
     def check_samples(self, X, name="X"):
-        """X as a 1-D object array of validated samples; raises naming `name`."""
+        """Validate a sequence of samples.
+
+        Parameters
+        ----------
+        X : sequence
+            The samples (a list or a 1-D array of strings, sets or graphs).
+        name : str, default="X"
+            The argument's name in error messages.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), dtype object
+            The validated samples.
+
+        Raises
+        ------
+        TypeError
+            If X is a single string, a numeric or sparse array, not iterable, or a
+            sample has the wrong type.
+        ValueError
+            If X is empty, not 1-D, or a sample is invalid (the message names it,
+            as ``X[i]``).
+        """
         if isinstance(X, (str, bytes)):
             raise TypeError(f"{name} must be a sequence of {self._sample_kind}s, got a single "
                             f"{type(X).__name__} (wrap it in a list)")
@@ -111,7 +133,25 @@ class StructuredKernel(Kernel):
         return item
 
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
-        """The Gram matrix k(X, Y) (k(X, X) when Y is None), float64, into `out` if given."""
+        """Compute the Gram matrix k(X, Y) (k(X, X) when Y is None).
+
+        Parameters
+        ----------
+        X : sequence of n_samples_X samples
+            Strings, sets or graphs, as the kernel takes.
+        Y : sequence of n_samples_Y samples, default=None
+            Second input; None means X.
+        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+            C-contiguous float64 array, filled and returned.
+        n_threads : int, default=None
+            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+            available to this process, capped by its CPU quota).
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples_X, n_samples_Y)
+            The float64 Gram matrix, ``out`` when it was given.
+        """
         Xs = self.check_samples(X, "X")
         Ys = None if Y is None else self.check_samples(Y, "Y")
         n_threads = check_n_threads(n_threads)
@@ -229,7 +269,7 @@ class _SubstringFamily(_StringKernel):
 
 
 class Spectrum(_SubstringFamily):
-    """k-spectrum kernel: the number of pairs of equal length-k substrings.
+    """The k-spectrum kernel: the number of pairs of equal length-k substrings.
 
     k(x, y) = sum over strings s of length k of n_x(s) n_y(s), n_x(s) the
     number of occurrences of s in x (Leslie, Eskin and Noble, 2002).  Each
@@ -240,11 +280,23 @@ class Spectrum(_SubstringFamily):
 
     Parameters
     ----------
-    k : int >= 1
+    k : int, default=3
+        Substring length (>= 1).
     normalized : bool, default=True
         Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
-    terminator : str or None
+    terminator : str, default=None
         Appended to every string first; kernlab's ``stringdot`` uses "\\n".
+
+    See Also
+    --------
+    stringdot : The kernels of kernlab's ``stringdot`` by name.
+
+    Examples
+    --------
+    >>> from fastkern import Spectrum
+    >>> Spectrum(k=2, normalized=False)(["abab", "ba"])
+    array([[5., 1.],
+           [1., 1.]])
     """
 
     def __init__(self, k=3, normalized=True, terminator=None):
@@ -261,7 +313,22 @@ class Spectrum(_SubstringFamily):
         return w
 
     def kmer_counts(self, X, Y=None):
-        """Sparse (CSR) k-mer count matrices of X (and Y) over one shared vocabulary."""
+        """Count the k-mers of X (and Y) over one shared vocabulary.
+
+        Parameters
+        ----------
+        X : sequence of str
+            The strings.
+        Y : sequence of str, default=None
+            Second strings, counted over the same vocabulary.
+
+        Returns
+        -------
+        Cx : scipy.sparse.csr_matrix of shape (n_samples_X, n_kmers)
+            The k-mer counts of X.
+        Cy : scipy.sparse.csr_matrix of shape (n_samples_Y, n_kmers) or None
+            The k-mer counts of Y, None when Y is None.
+        """
         Xs = self.check_samples(X, "X")
         Ys = None if Y is None else self.check_samples(Y, "Y")
         return self._counts(Xs, Ys)
@@ -366,10 +433,18 @@ def _count_gram(Cx, Cy, out, n_threads):
 
 
 class BoundedRange(_SubstringFamily):
-    """Common substrings of every length 1..k, each pair of occurrences counting 1
-    (kernlab's "boundrange"): the sum of the spectrum kernels of orders 1..k.
+    """Common substrings of every length 1..k, each pair of occurrences counting 1.
 
-    Parameters: k (int >= 1), normalized, terminator as ``Spectrum``.
+    kernlab's "boundrange": the sum of the spectrum kernels of orders 1..k.
+
+    Parameters
+    ----------
+    k : int, default=4
+        Longest substring length (>= 1).
+    normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
+    terminator : str, default=None
+        Appended to every string first; kernlab's ``stringdot`` uses "\\n".
     """
 
     def __init__(self, k=4, normalized=True, terminator=None):
@@ -384,18 +459,35 @@ class BoundedRange(_SubstringFamily):
 
 
 class AllSubstrings(_SubstringFamily):
-    """Common substrings of every length, each pair of occurrences counting 1
-    (kernlab's "constant").  Parameters: normalized, terminator as ``Spectrum``."""
+    """Common substrings of every length, each pair of occurrences counting 1.
+
+    kernlab's "constant".
+
+    Parameters
+    ----------
+    normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
+    terminator : str, default=None
+        Appended to every string first; kernlab's ``stringdot`` uses "\\n".
+    """
 
     def _length_weights(self, m):
         return np.ones(m)
 
 
 class ExponentialDecay(_SubstringFamily):
-    """Common substrings of every length, weighted lambda_**-len(s) (kernlab's
-    "exponential"; lambda_ > 1 favours short substrings).
+    """Common substrings of every length, weighted lambda_**-len(s).
 
-    Parameters: lambda_ (> 0), normalized, terminator as ``Spectrum``.
+    kernlab's "exponential"; lambda_ > 1 favours short substrings.
+
+    Parameters
+    ----------
+    lambda_ : float, default=1.1
+        Decay base (> 0).
+    normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
+    terminator : str, default=None
+        Appended to every string first; kernlab's ``stringdot`` uses "\\n".
     """
 
     def __init__(self, lambda_=1.1, normalized=True, terminator=None):
@@ -410,12 +502,23 @@ class ExponentialDecay(_SubstringFamily):
 
 
 class Substring(_SubstringFamily):
-    """Contiguous substrings weighted lambda_**(2 len(s)): of length exactly k
-    (kernlab's "string"), or of every length 1..k with ``full=True``
-    (kernlab's "fullstring").
+    """Contiguous substrings weighted lambda_**(2 len(s)).
 
-    Parameters: k (int >= 1), lambda_ (> 0), full (bool), normalized,
-    terminator as ``Spectrum``.
+    Of length exactly k (kernlab's "string"), or of every length 1..k with
+    ``full=True`` (kernlab's "fullstring").
+
+    Parameters
+    ----------
+    k : int, default=4
+        Substring length (>= 1).
+    lambda_ : float, default=1.1
+        Weight base (> 0).
+    full : bool, default=False
+        Count every length 1..k, not only k.
+    normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
+    terminator : str, default=None
+        Appended to every string first; kernlab's ``stringdot`` uses "\\n".
     """
 
     def __init__(self, k=4, lambda_=1.1, full=False, normalized=True, terminator=None):
@@ -445,9 +548,12 @@ class Subsequence(_StringKernel):
 
     Parameters
     ----------
-    k : int >= 1
-    lambda_ : float > 0, default=0.5
+    k : int, default=3
+        Subsequence length (>= 1).
+    lambda_ : float, default=0.5
+        Gap decay (> 0).
     normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)) (cosine of the count vectors).
     """
 
     def __init__(self, k=3, lambda_=0.5, normalized=True):
@@ -466,16 +572,43 @@ class Subsequence(_StringKernel):
 
 
 def stringdot(type="spectrum", length=4, lambda_=1.1, normalized=True):
-    """The string kernel that kernlab's ``stringdot`` makes with the same arguments.
+    """Make the string kernel that kernlab's ``stringdot`` makes with the same arguments.
 
-    ``type``: "spectrum" -> Spectrum(length), "boundrange" -> BoundedRange(length),
-    "constant" -> AllSubstrings(), "exponential" -> ExponentialDecay(lambda_),
-    each with terminator="\\n" (kernlab appends a newline to every string for
-    these four); "string" -> Substring(length, lambda_), "fullstring" ->
-    Substring(length, lambda_, full=True), "sequence" -> Subsequence(length,
-    lambda_); kernlab's unnormalised "string" is lambda_**2 times
-    Substring(length, lambda_).  Defaults are kernlab's.  kernlab's "sequence" and its normalised
-    kernels give NaN where a self-similarity is 0; these give 0.
+    Defaults are kernlab's.  kernlab's "sequence" and its normalised kernels give
+    NaN where a self-similarity is 0; these give 0.
+
+    Parameters
+    ----------
+    type : str, default="spectrum"
+        The kernel: "spectrum" -> Spectrum(length), "boundrange" -> BoundedRange(length),
+        "constant" -> AllSubstrings(), "exponential" -> ExponentialDecay(lambda_),
+        each with terminator="\\n" (kernlab appends a newline to every string for
+        these four); "string" -> Substring(length, lambda_), "fullstring" ->
+        Substring(length, lambda_, full=True), "sequence" -> Subsequence(length,
+        lambda_).
+    length : int, default=4
+        The substring or subsequence length (kernlab's ``length``).
+    lambda_ : float, default=1.1
+        The decay (kernlab's ``lambda``).
+    normalized : bool, default=True
+        Divide by sqrt(k(x, x) k(y, y)).
+
+    Returns
+    -------
+    Kernel
+        The kernel; kernlab's unnormalised "string" is lambda_**2 times
+        Substring(length, lambda_).
+
+    Raises
+    ------
+    ValueError
+        If ``type`` is not one of kernlab's seven types.
+
+    Examples
+    --------
+    >>> from fastkern import stringdot
+    >>> stringdot("spectrum", length=2)
+    Spectrum(k=2, normalized=True, terminator='\\n')
     """
     kinds = ("spectrum", "boundrange", "constant", "exponential", "string", "fullstring",
              "sequence")
@@ -568,20 +701,33 @@ def _totals(w, offsets):
 
 
 class SetIntersection(_SetKernel):
-    """k(A, B) = |A & B|, on sets of hashable items (the linear kernel of their indicators)."""
+    """The set intersection kernel k(A, B) = |A & B|.
+
+    On sets of hashable items (the linear kernel of their indicators).
+    """
 
     _ratio = False
 
 
 class Jaccard(_SetKernel):
-    """k(A, B) = |A & B| / |A | B| (Tanimoto), 1 for two empty sets.  Positive
-    semi-definite (Gower 1971; a min-max kernel on indicator vectors)."""
+    """The Jaccard (Tanimoto) kernel k(A, B) = |A & B| / |A | B|.
+
+    1 for two empty sets.  Positive semi-definite (Gower 1971; a min-max kernel on
+    indicator vectors).
+
+    Examples
+    --------
+    >>> from fastkern import Jaccard
+    >>> Jaccard()([{1, 2}, {2, 3}])
+    array([[1.        , 0.33333333],
+           [0.33333333, 1.        ]])
+    """
 
     _ratio = True
 
 
 class MinMax(_SetKernel):
-    """k(a, b) = sum_i min(a_i, b_i) / sum_i max(a_i, b_i) on multisets.
+    """The min-max kernel k(a, b) = sum_i min(a_i, b_i) / sum_i max(a_i, b_i) on multisets.
 
     A sample is an iterable of hashable items (repeats count) or a mapping
     item -> count (real, >= 0).  On sets it is ``Jaccard``.
@@ -612,20 +758,31 @@ class WeisfeilerLehman(StructuredKernel):
     [(u, v), ...] becomes such a matrix with
     ``scipy.sparse.coo_array((np.ones(len(e)), tuple(np.transpose(e))), shape=(n, n))``.
 
+    Parameters
+    ----------
+    n_iter : int, default=5
+        Relabelling iterations (>= 0).
+    normalize : bool, default=False
+        Divide by sqrt(k(G, G) k(G', G')).
+
+    Notes
+    -----
     Iteration 0 uses the given labels; iteration h relabels every node by its
     label and the sorted multiset of its neighbours' labels, compressed to a
     new label.  k(G, G') = sum over h = 0..n_iter of the dot product of the
     label histograms of G and G' at iteration h (n_iter + 1 histograms, as
-    grakel's ``WeisfeilerLehman(n_iter=...)``); with ``normalize=True``,
-    divided by sqrt(k(G, G) k(G', G')).  The relabelling runs in Python
+    grakel's ``WeisfeilerLehman(n_iter=...)``).  The relabelling runs in Python
     (O(n_iter x edges)); the histograms are a sparse count matrix whose Gram
     is computed as ``Spectrum``'s (BLAS for frequent labels, OpenMP posting
     lists for rare ones).
 
-    Parameters
-    ----------
-    n_iter : int >= 0, default=5
-    normalize : bool, default=False
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import WeisfeilerLehman
+    >>> path = (np.array([[0, 1], [1, 0]]), ["a", "b"])
+    >>> WeisfeilerLehman(n_iter=1)([path])
+    array([[4.]])
     """
 
     _sample_kind = "graph"
@@ -694,7 +851,22 @@ class WeisfeilerLehman(StructuredKernel):
         return (A, labels)
 
     def features(self, X, Y=None):
-        """Sparse (CSR) WL label-histogram matrices of X (and Y), shared label ids."""
+        """Compute the WL label-histogram matrices of X (and Y), with shared label ids.
+
+        Parameters
+        ----------
+        X : sequence of graphs
+            Pairs ``(adjacency, node_labels)``.
+        Y : sequence of graphs, default=None
+            Second graphs, relabelled with the same label ids.
+
+        Returns
+        -------
+        Cx : scipy.sparse.csr_matrix of shape (n_samples_X, n_labels)
+            Label counts of X over all iterations.
+        Cy : scipy.sparse.csr_matrix of shape (n_samples_Y, n_labels) or None
+            Label counts of Y, None when Y is None.
+        """
         Xs = self.check_samples(X, "X")
         Ys = None if Y is None else self.check_samples(Y, "Y")
         return self._features(Xs, Ys)
