@@ -1,4 +1,3 @@
-import sys
 import tracemalloc
 import warnings
 
