@@ -97,6 +97,12 @@ OPT_FLAGS = {
 class BuildExt(build_ext):
     """Pick optimisation and OpenMP flags for the compiler actually used."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        # The extensions compile independently: one job per core unless -j says otherwise.
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
     def build_extensions(self):
         kind = _compiler_kind(self.compiler)
         omp_c, omp_l = openmp_flags(self.compiler, kind)
@@ -121,6 +127,7 @@ def extensions():
     boundscheck = bool(os.environ.get("FASTKERN_BOUNDSCHECK"))
     return cythonize(
         exts,
+        nthreads=os.cpu_count() or 1,
         compiler_directives={
             "language_level": 3,
             "boundscheck": boundscheck,
