@@ -51,9 +51,13 @@ def _pair(peer):
 
 def _ratio(peer):
     # Each side in a fresh process (_bench.measure), alternating round by
-    # round: in one process, numba's and pykeops' OpenMP thread pools were
-    # seen to slow fastkern's next Gram several-fold, which would measure the
-    # interaction rather than either library.
+    # round so that load from other processes hits both alike; in each, the
+    # first full-size call is untimed (see measure_here): on this VM it
+    # spends 0.66-2.05 s faulting in a fresh 512 MB output whenever the
+    # freed pages have gone back to the host, whatever ran before it.  That,
+    # not numba's threads (numba's "omp" layer shares fastkern's libgomp, and
+    # fastkern's Gram right after numba's ran at its usual speed), made the
+    # ratio swing from 0.36x to 3.4x.
     if peer != "sklearn":
         pytest.importorskip(peer)
     task = _task(peer)
