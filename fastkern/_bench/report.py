@@ -68,10 +68,14 @@ def describe_machine(info):
             f"scipy {info['scipy']}")
 
 
+_TIME_NOTE = ("; time: fastest of the calls after that first one, each allocating its "
+              "output")
 MEMORY_NOTE = {
-    "rss": "peak memory: increase of peak RSS during one call, fresh process per measurement",
-    "tracemalloc": ("peak memory: tracemalloc peak during one call (Python/NumPy allocations "
-                    "only; BLAS-internal buffers not seen), fresh process per measurement"),
+    "rss": ("peak memory: increase of peak RSS during the first call, fresh process per "
+            "measurement" + _TIME_NOTE),
+    "tracemalloc": ("peak memory: tracemalloc peak during the first call (Python/NumPy "
+                    "allocations only; BLAS-internal buffers not seen), fresh process per "
+                    "measurement" + _TIME_NOTE),
 }
 
 
