@@ -13,8 +13,10 @@ import pytest
 
 from fastkern import KernelCCA, _bench
 
-N = _bench.scaled(1500)
-N_LARGE = _bench.scaled(50000)
+import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+
+N = _harness.scaled(1500)
+N_LARGE = _harness.scaled(50000)
 RANK = min(200, N_LARGE)
 D = 5
 SHRINKAGE = 0.1
@@ -78,7 +80,7 @@ def test_kcca_low_rank(benchmark):
     measured = {}
 
     def fit():
-        measured["seconds"], measured["peak"] = _bench.measure_once(
+        measured["seconds"], measured["peak"] = _harness.measure_once(
             lambda: measured.setdefault("model", model.fit(X, Y)))
 
     benchmark.pedantic(fit, rounds=1, iterations=1, warmup_rounds=0)

@@ -14,6 +14,8 @@ import pytest
 
 import fastkern
 from fastkern import _bench
+
+import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
 from fastkern._testing import time_to_interrupt
 from fastkern.large_n import KernelOperator
 
@@ -40,12 +42,12 @@ def _run(benchmark, benchmark_only, name, fn, *, assert_target=True):
     median = statistics.median(values)
     benchmark.extra_info.update(latency_s=median, latencies_s=values)
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    if benchmark_only and assert_target and _bench.bench_scale() == 1:
+    if benchmark_only and assert_target and _harness.bench_scale() == 1:
         assert median <= TARGET, f"{name}: Ctrl-C took {median:.3f} s (median), target {TARGET} s"
 
 
 def test_interrupt_rbf_gram_into_out(benchmark, benchmark_only):
-    n = _bench.scaled(30000)
+    n = _harness.scaled(30000)
     X = _bench.make_data(n, 16)[0]
     out = np.zeros((n, n))
     _run(benchmark, benchmark_only, f"RBF Gram N={n} d=16, out=",
@@ -53,14 +55,14 @@ def test_interrupt_rbf_gram_into_out(benchmark, benchmark_only):
 
 
 def test_interrupt_rbf_gram_new_array(benchmark, benchmark_only):
-    n = _bench.scaled(20000)
+    n = _harness.scaled(20000)
     X = _bench.make_data(n, 256)[0]
     _run(benchmark, benchmark_only, f"RBF Gram N={n} d=256, new array",
          lambda: fastkern.rbf_kernel(X), assert_target=False)
 
 
 def test_interrupt_wide_laplacian(benchmark, benchmark_only):
-    n = _bench.scaled(3000)
+    n = _harness.scaled(3000)
     X = _bench.make_data(n, 8192)[0]
     out = np.zeros((n, n))
     _run(benchmark, benchmark_only, f"Laplacian Gram N={n} d=8192, out=",
@@ -68,7 +70,7 @@ def test_interrupt_wide_laplacian(benchmark, benchmark_only):
 
 
 def test_interrupt_centering(benchmark, benchmark_only):
-    n = _bench.scaled(20000)
+    n = _harness.scaled(20000)
     K = np.ones((n, n))
 
     def work():
@@ -79,7 +81,7 @@ def test_interrupt_centering(benchmark, benchmark_only):
 
 
 def test_interrupt_matrix_free(benchmark, benchmark_only):
-    n = _bench.scaled(200000)
+    n = _harness.scaled(200000)
     op = KernelOperator(_bench.make_data(n, 16)[0], kernel="rbf", gamma=1 / 16)
     V = np.ones((n, 8))
     _run(benchmark, benchmark_only, f"matrix-free K @ V N={n} d=16, 8 columns",

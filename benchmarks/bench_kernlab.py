@@ -16,6 +16,8 @@ import pytest
 
 import fastkern
 from fastkern import _bench
+
+import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
 from fastkern._testing import have_kernlab
 from fastkern.structured import stringdot
 
@@ -63,7 +65,7 @@ def _matrix_csv(tmp_path, name, X):
 
 
 def test_inchol(benchmark, tmp_path):
-    n, rank = _bench.scaled(5000), 200
+    n, rank = _harness.scaled(5000), 200
     benchmark.group = f"kernlab inchol vs incomplete_cholesky N={n} d=16 rank <= {rank}"
     X = np.random.default_rng(0).standard_normal((n, 16))
     setup = _matrix_csv(tmp_path, "x", X)
@@ -75,7 +77,7 @@ def test_inchol(benchmark, tmp_path):
 
 
 def test_kernel_matrix(benchmark, tmp_path):
-    n = _bench.scaled(2000)
+    n = _harness.scaled(2000)
     benchmark.group = f"kernlab kernelMatrix(rbfdot) vs rbf_kernel N={n} d=16"
     X = np.random.default_rng(1).standard_normal((n, 16))
     setup = _matrix_csv(tmp_path, "x", X)
@@ -85,7 +87,7 @@ def test_kernel_matrix(benchmark, tmp_path):
 
 
 def test_stringdot_spectrum(benchmark, tmp_path):
-    n = _bench.scaled(300)
+    n = _harness.scaled(300)
     benchmark.group = f"kernlab stringdot(spectrum) vs stringdot N={n} strings of 200"
     rng = np.random.default_rng(2)
     docs = ["".join(row) for row in rng.choice(list("ACGT"), size=(n, 200))]
@@ -99,7 +101,7 @@ def test_stringdot_spectrum(benchmark, tmp_path):
 
 
 def test_kcca(benchmark, tmp_path):
-    n = _bench.scaled(300, minimum=20)
+    n = _harness.scaled(300, minimum=20)
     benchmark.group = f"kernlab kcca vs KernelCCA N={n}"
     rng = np.random.default_rng(3)
     X = rng.standard_normal((n, 5))
@@ -114,7 +116,7 @@ def test_kcca(benchmark, tmp_path):
 
 
 def test_kmmd(benchmark, tmp_path):
-    n = _bench.scaled(200, minimum=20)
+    n = _harness.scaled(200, minimum=20)
     benchmark.group = f"kernlab kmmd vs mmd_test {n} + {n} rows, 100 permutations"
     rng = np.random.default_rng(4)
     X, Y = rng.standard_normal((n, 2)), rng.standard_normal((n, 2)) + 0.2

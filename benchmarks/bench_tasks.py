@@ -9,7 +9,9 @@ import pytest
 
 from fastkern import _bench
 
-SIZES = sorted({_bench.scaled(n) for n in (1000, 4000, 8000)})
+import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+
+SIZES = sorted({_harness.scaled(n) for n in (1000, 4000, 8000)})
 CASES = [pytest.param(task, impl, n, id=f"{task}-{impl}-N{n}")
          for task, impl, n in _bench.plan(SIZES)]
 

@@ -6,11 +6,18 @@ of the performance targets; minutes), or with ``FASTKERN_BENCH_QUICK=1`` (or
 named ``bench_*.py`` and collected by the hook below, so a plain ``pytest``
 run of tests/ never picks them up.
 """
+import pathlib
+import sys
 import time
 
 import pytest
 
 from fastkern import _bench
+
+# The bench_*.py files import their helpers as `_harness` (benchmarks/_harness.py),
+# whatever pytest's import mode and working directory.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import _harness  # noqa: E402
 
 
 def pytest_collect_file(file_path, parent):
@@ -22,7 +29,7 @@ def pytest_collect_file(file_path, parent):
 
 
 def pytest_report_header(config):
-    return (f"fastkern benchmarks: size scale {_bench.bench_scale()} "
+    return (f"fastkern benchmarks: size scale {_harness.bench_scale()} "
             f"(FASTKERN_BENCH_QUICK / FASTKERN_BENCH_SCALE); "
             f"memory method: {_bench.memory_method()}")
 

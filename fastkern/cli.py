@@ -940,7 +940,8 @@ QUICK_SIZES = [60, 120]
 
 
 def _bench_methods(args):
-    from fastkern import _bench, _bench_methods
+    from fastkern import _bench
+    from fastkern._bench import methods
 
     if args.sizes or args.json or args.plot:
         raise CLIError("--methods takes --quick and --threads only (its sizes are fixed)")
@@ -953,10 +954,10 @@ def _bench_methods(args):
         print(f"[fastkern bench] {name} ...", file=sys.stderr, flush=True)
 
     with _bench.blas_threads(args.threads), _threads_limit(args.threads):
-        rows = _bench_methods.run(scale=0.05 if args.quick else 1.0,
-                                  rounds=1 if args.quick else 3, progress=progress)
+        rows = methods.run(scale=0.05 if args.quick else 1.0,
+                           rounds=1 if args.quick else 3, progress=progress)
     print()
-    print(_bench_methods.format_rows(rows))
+    print(methods.format_rows(rows))
     return 0
 
 

@@ -3,17 +3,17 @@ import importlib.util
 
 import pytest
 
-from fastkern import _bench_methods
+from fastkern._bench import methods
 
 from test_cli import fastkern
 
 
 def test_every_installed_case_agrees_with_its_peer_and_absent_ones_are_skipped():
-    rows = _bench_methods.run(scale=0.02, rounds=1)
-    assert [r["name"] for r in rows] == [c.name for c in _bench_methods.CASES]
-    for case, row in zip(_bench_methods.CASES, rows):
+    rows = methods.run(scale=0.02, rounds=1)
+    assert [r["name"] for r in rows] == [c.name for c in methods.CASES]
+    for case, row in zip(methods.CASES, rows):
         if importlib.util.find_spec(case.package) is None:
-            assert row["skipped"] == f"not installed (pip install {_bench_methods.PIP[case.package]})"
+            assert row["skipped"] == f"not installed (pip install {methods.PIP[case.package]})"
             continue
         assert row["difference"] < 1e-9, row
         assert row["fastkern"] > 0 and row["peer_seconds"] > 0

@@ -15,7 +15,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from fastkern._bench import side_by_side
+from fastkern._bench.measuring import side_by_side
+from fastkern._bench.report import fmt_time
 
 
 class Case(NamedTuple):
@@ -181,8 +182,6 @@ def run(*, scale=1.0, rounds=3, progress=None):
 
 def format_rows(rows):
     """The table ``fastkern bench --methods`` prints, then one line per skipped peer."""
-    from fastkern._bench import _fmt_time
-
     lines = ["| method | size | fastkern | peer | peer time | fastkern faster | "
              "largest difference |", "|---|---|---|---|---|---|---|"]
     skipped = []
@@ -190,7 +189,7 @@ def format_rows(rows):
         if "skipped" in r:
             skipped.append(f"skipped {r['name']} vs {r['peer']}: {r['skipped']}")
             continue
-        lines.append(f"| {r['name']} | {r['size']} | {_fmt_time(r['fastkern'])} | {r['peer']} | "
-                     f"{_fmt_time(r['peer_seconds'])} | {r['ratio']:.1f}x | "
+        lines.append(f"| {r['name']} | {r['size']} | {fmt_time(r['fastkern'])} | {r['peer']} | "
+                     f"{fmt_time(r['peer_seconds'])} | {r['ratio']:.1f}x | "
                      f"{r['difference']:.1e} |")
     return "\n".join(lines + skipped)
