@@ -36,7 +36,6 @@ LAYERS = [
                               "kernel_tests"}),
     ("package", {"__init__"}),
     ("benchmark harness", {"_bench"}),
-    ("benchmark methods", {"_bench_methods"}),
     ("command line", {"cli"}),
     ("entry point", {"__main__"}),
 ]
@@ -84,8 +83,9 @@ def test_every_module_has_a_layer():
 def test_modules_import_only_from_lower_layers():
     layer = _layer_of()
     wrong = []
-    for path in sorted(PACKAGE.glob("*.py")):
-        name = path.stem
+    for path in sorted(PACKAGE.rglob("*.py")):
+        # A subpackage (fastkern/_bench/) is one module of its layer.
+        name = path.relative_to(PACKAGE).with_suffix("").parts[0]
         for dep in sorted(_imports(path) - {name}):
             if dep in layer and layer[dep] >= layer[name]:
                 wrong.append(f"{name} ({LAYERS[layer[name]][0]}) imports {dep} "
@@ -111,8 +111,8 @@ def test_readme_draws_every_layer():
                 assert module.lstrip("_") in section, f"README does not place {module}"
 
 
-@pytest.mark.parametrize("module", ["_testing", "_bench", "_bench_methods"])
+@pytest.mark.parametrize("module", ["_testing", "_bench"])
 def test_library_code_does_not_import_test_or_benchmark_helpers(module):
     users = [p.stem for p in PACKAGE.glob("*.py") if module in _imports(p) and p.stem != module]
-    allowed = {"cli", "_bench_methods"} if module != "_testing" else set()
+    allowed = {"cli"} if module == "_bench" else set()
     assert set(users) <= allowed, f"{module} is imported by {sorted(set(users) - allowed)}"
