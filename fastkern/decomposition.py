@@ -1,9 +1,12 @@
 """Kernel PCA on one in-place Gram buffer.
 
 ``KernelPCA`` is a drop-in for ``sklearn.decomposition.KernelPCA``: the Gram
-matrix is computed once into a C-contiguous buffer, double-centred in place
-(``KernelCenterer.fit_transform(K, copy=False)``) and handed to the eigensolver without copies, so fitting needs
-about one N x N matrix where scikit-learn needs up to three.
+matrix is computed once into a C-contiguous buffer and handed to the
+eigensolver without copies, so fitting needs about one N x N matrix where
+scikit-learn needs up to three.  The "dense", "arpack" and "randomized"
+solvers read it double-centred in place (``KernelCenterer``); "block_krylov"
+reads it uncentred and centres each block product implicitly
+(``fastkern.centering.centred_matmat``), which saves the update pass over K.
 """
 
 import sys
@@ -27,7 +30,7 @@ from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_constraints
                                   resolve_gamma, structured_kernel, validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import _all_finite, check_real, is_dask_array, memory_budget_bytes
-from fastkern.centering import KernelCenterer
+from fastkern.centering import KernelCenterer, centred_matmat
 from fastkern.kernel_ridge import solve_shifted_in_place
 
 __all__ = ["KernelPCA"]
@@ -105,7 +108,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         is among them.
         "block_krylov": fastkern's thick-restarted block Krylov solver
         (``fastkern._eigen.block_eigsh``): each step is one product of the
-        centred Gram with a block of vectors (reading K once), the basis
+        centred Gram with a block of vectors (reading the uncentred K once,
+        the centring applied to the product from K's row and column means,
+        so K is never centred itself), the basis
         spans a block Krylov space with full reorthogonalisation and exact
         Rayleigh-Ritz on V^T K V, and converged Ritz vectors are soft-locked.
         "lanczos" is its former name (it is not the Lanczos three-term
@@ -339,11 +344,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
             raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
                              "kernel? check gamma)")
-        # One pass for the means, one for the in-place update (K was built
-        # here, C-contiguous and finite, so it is not scanned again).
+        # K was built here, C-contiguous and finite, so it is not scanned
+        # again.  The block Krylov solver centres implicitly in its products
+        # (fastkern.centering.centred_matmat): one read pass for the means and
+        # no update pass over K.  The other solvers read K itself: one pass
+        # for the means, one for the in-place update.
         self._centerer = KernelCenterer(n_threads=self.n_threads)
-        self._centerer._fit_transform_checked(K)
-        eigenvalues, eigenvectors = self._eigen(K, solver, k)
+        if solver == "block_krylov":
+            row_means = self._centerer._fit_means_checked(K)
+        else:
+            row_means = None
+            self._centerer._fit_transform_checked(K)
+        eigenvalues, eigenvectors = self._eigen(K, solver, k, row_means)
 
         # As scikit-learn: clip small negative (and tiny) eigenvalues to 0, raise
         # on significant negative ones (a kernel that is not PSD).
@@ -445,7 +457,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         g = pivot_features(Kp, self._ichol_L) - self._ichol_mean
         return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
-    def _eigen(self, K, solver, k):
+    def _eigen(self, K, solver, k, row_means=None):
+        """Top-k eigenpairs of the centred K: K itself centred in place, or for
+        "block_krylov" K uncentred with its row_means (and the centerer's
+        column and grand means), centred implicitly in each product."""
         n = K.shape[0]
         if solver == "dense":
             # K.T is K's F-ordered view, so LAPACK works in place; its upper
@@ -465,20 +480,22 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             def callback(iteration, residuals):
                 print(f"[KernelPCA] block_krylov iteration {iteration}: "
                       f"max residual {residuals.max():.3e}", flush=True)
-        # K is symmetric, so K V = (V^T K)^T; OpenBLAS runs the short-wide
-        # product V^T K about 1.8x faster than K V for a block of 10-16 columns
-        # (measured at N=8000 on the 2-core machine: 34 ms against 61 ms).
-        # Random columns of K start the iteration: K applied to unit vectors,
-        # one step of it for free.
+        col_means, grand_mean = self._centerer.K_fit_rows_, self._centerer.K_fit_all_
+        # The operator is Kc^T (Kc for the symmetric Gram), as (V^T Kc)^T
+        # (see centred_matmat).  Random columns of it start the iteration:
+        # rows j of Kc, Kc^T applied to unit vectors, one step of it for free.
         p = krylov_block_size(k)
         rng = check_random_state(self.random_state)
-        v0 = K[:, np.sort(rng.choice(n, size=min(p, n), replace=False))]
+        rows = np.sort(rng.choice(n, size=min(p, n), replace=False))
+        v0 = K[rows].T.astype(np.float64)
+        v0 -= col_means[:, None]
+        v0 += grand_mean - row_means[rows]
         tol = self.tol
         if tol == 0:
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
-        return block_eigsh(lambda V: (np.ascontiguousarray(V.T) @ K).T, n, k, dtype=K.dtype,
-                           block_size=p, tol=tol,
-                           max_iter=self.max_iter, random_state=rng, callback=callback, v0=v0)
+        return block_eigsh(centred_matmat(K, row_means, col_means, grand_mean), n, k,
+                           dtype=K.dtype, block_size=p, tol=tol, max_iter=self.max_iter,
+                           random_state=rng, callback=callback, v0=v0)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
