@@ -136,7 +136,7 @@ def center_test(floating[:, ::1] K, const double[::1] fit_col_means, double fit_
 
 def row_col_means(const floating[:, ::1] K, int n_threads):
     """(row means, column means, grand mean) of K in one read pass, K unchanged:
-    what centring K implicitly needs (``fastkern.centering.centred_matmat``)."""
+    what centring K implicitly needs (``fastkern.centering.CentredGram``)."""
     cdef Py_ssize_t n = K.shape[0], m = K.shape[1], i, j
     cdef double[::1] r = np.empty(n)
     cdef double[::1] c = np.empty(m)

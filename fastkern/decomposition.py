@@ -6,7 +6,7 @@ eigensolver without copies, so fitting needs about one N x N matrix where
 scikit-learn needs up to three.  The "dense", "arpack" and "randomized"
 solvers read it double-centred in place (``KernelCenterer``); "block_krylov"
 reads it uncentred and centres each block product implicitly
-(``fastkern.centering.centred_matmat``), which saves the update pass over K.
+(``fastkern.centering.CentredGram``), which saves both passes over K.
 """
 
 import sys
@@ -30,7 +30,7 @@ from fastkern._kernel_api import (STRING_KERNELS, gram_dtype, kernel_constraints
                                   resolve_gamma, structured_kernel, validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import _all_finite, check_real, is_dask_array, memory_budget_bytes
-from fastkern.centering import KernelCenterer, centred_matmat
+from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernel_ridge import solve_shifted_in_place
 
 __all__ = ["KernelPCA"]
@@ -346,16 +346,25 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              "kernel? check gamma)")
         # K was built here, C-contiguous and finite, so it is not scanned
         # again.  The block Krylov solver centres implicitly in its products
-        # (fastkern.centering.centred_matmat): one read pass for the means and
-        # no update pass over K.  The other solvers read K itself: one pass
-        # for the means, one for the in-place update.
+        # (fastkern.centering.CentredGram): no update pass over K.  The other
+        # solvers read K itself: one pass for the means, one for the update.
         self._centerer = KernelCenterer(n_threads=self.n_threads)
         if solver == "block_krylov":
-            row_means = self._centerer._fit_means_checked(K)
+            # A Gram computed here is symmetric (the tiles are mirrored, or
+            # equal to rounding): its means come from the first block product,
+            # with no pass of their own.  A precomputed kernel may not be, and
+            # float32 products would sum it in float32: one read pass.
+            if self._precomputed or K.dtype != np.float64:
+                row_means = self._centerer._fit_means_checked(K)
+                op = CentredGram(K, row_means, self._centerer.K_fit_rows_,
+                                 self._centerer.K_fit_all_)
+            else:
+                op = CentredGram(K, symmetric=True)
+            eigenvalues, eigenvectors = self._eigen(op, solver, k)
+            self._centerer._set_means(op.col_means, op.grand_mean)
         else:
-            row_means = None
             self._centerer._fit_transform_checked(K)
-        eigenvalues, eigenvectors = self._eigen(K, solver, k, row_means)
+            eigenvalues, eigenvectors = self._eigen(K, solver, k)
 
         # As scikit-learn: clip small negative (and tiny) eigenvalues to 0, raise
         # on significant negative ones (a kernel that is not PSD).
@@ -457,10 +466,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         g = pivot_features(Kp, self._ichol_L) - self._ichol_mean
         return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
-    def _eigen(self, K, solver, k, row_means=None):
-        """Top-k eigenpairs of the centred K: K itself centred in place, or for
-        "block_krylov" K uncentred with its row_means (and the centerer's
-        column and grand means), centred implicitly in each product."""
+    def _eigen(self, K, solver, k):
+        """Top-k eigenpairs of the centred Gram: K centred in place, or for
+        "block_krylov" a CentredGram, which centres each product implicitly."""
+        if solver == "block_krylov":
+            return self._block_krylov(K, k)
         n = K.shape[0]
         if solver == "dense":
             # K.T is K's F-ordered view, so LAPACK works in place; its upper
@@ -475,27 +485,29 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if solver == "randomized":
             return randomized_eigsh(K, k, n_iter=self.iterated_power,
                                     random_state=self.random_state)
+        raise ValueError(f"unknown exact eigen_solver {solver!r}")
+
+    def _block_krylov(self, op, k):
+        K = op.K
+        n = K.shape[0]
         callback = None
         if self.verbose:
             def callback(iteration, residuals):
                 print(f"[KernelPCA] block_krylov iteration {iteration}: "
                       f"max residual {residuals.max():.3e}", flush=True)
-        col_means, grand_mean = self._centerer.K_fit_rows_, self._centerer.K_fit_all_
-        # The operator is Kc^T (Kc for the symmetric Gram), as (V^T Kc)^T
-        # (see centred_matmat).  Random columns of it start the iteration:
-        # rows j of Kc, Kc^T applied to unit vectors, one step of it for free.
+        # Rows of the uncentred K start the iteration (for a symmetric K, K
+        # applied to unit vectors, one step for free; they need no means, and
+        # converged in as many products as rows of Kc at N=8000).
         p = krylov_block_size(k)
         rng = check_random_state(self.random_state)
         rows = np.sort(rng.choice(n, size=min(p, n), replace=False))
-        v0 = K[rows].T.astype(np.float64)
-        v0 -= col_means[:, None]
-        v0 += grand_mean - row_means[rows]
+        v0 = K[rows].T
         tol = self.tol
         if tol == 0:
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
-        return block_eigsh(centred_matmat(K, row_means, col_means, grand_mean), n, k,
-                           dtype=K.dtype, block_size=p, tol=tol, max_iter=self.max_iter,
-                           random_state=rng, callback=callback, v0=v0)
+        return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
+                           max_iter=self.max_iter, random_state=rng, callback=callback,
+                           v0=v0)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

@@ -392,7 +392,7 @@ def test_centred_matmat_equals_explicit_centring(n, dtype, symmetric):
     # Kc^T V from the uncentred K and its means, against K centred by the
     # NumPy formula; 513 spans two of the means pass's 512-column blocks.
     from fastkern._centering import row_col_means
-    from fastkern.centering import centred_matmat
+    from fastkern.centering import CentredGram
 
     rng = np.random.default_rng(n)
     K = gram(n, dtype) if symmetric else rng.standard_normal((n, n)).astype(dtype) + 3.0
@@ -403,13 +403,30 @@ def test_centred_matmat_equals_explicit_centring(n, dtype, symmetric):
         assert_allclose(c, K.astype(np.float64).mean(axis=0), rtol=1e-12)
         assert_allclose(t, K.astype(np.float64).mean(), rtol=1e-12)
         V = np.ascontiguousarray(rng.standard_normal((n, 3)))
-        W = centred_matmat(K, r, c, t)(V)
+        W = CentredGram(K, r, c, t)(V)
         assert W.dtype == np.float64 and W.shape == (n, 3)
         expected = numpy_center(K).T @ V
         scale = np.abs(K.astype(np.float64)).sum() / max(n, 1) * np.abs(V).max()
         atol = (1e-12 if dtype == np.float64 else 1e-5) * scale
         assert_allclose(W, expected, atol=atol)
+    if symmetric and dtype == np.float64:
+        # Means taken from the first product itself (one more column).
+        op = CentredGram(K, symmetric=True)
+        V = np.ascontiguousarray(rng.standard_normal((n, 3)))
+        W = op(V)
+        assert_allclose(op.col_means, K.mean(axis=0), rtol=1e-12)
+        assert_allclose(op.row_means, K.mean(axis=1), rtol=1e-12)
+        assert_allclose(op.grand_mean, K.mean(), rtol=1e-12)
+        assert_allclose(W, numpy_center(K) @ V, atol=1e-12 * scale)
+        assert_allclose(op(V), W, atol=1e-12 * scale)  # later calls reuse the means
     assert_array_equal(K, before)  # K itself is never modified
+
+
+def test_centred_gram_means_from_product_need_float64():
+    from fastkern.centering import CentredGram
+
+    with pytest.raises(TypeError, match="float64"):
+        CentredGram(gram(5, np.float32), symmetric=True)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
