@@ -262,7 +262,7 @@ def test_kernel_pca(benchmark, run, ratios):
     benchmark.group = f"target: KernelPCA N={N_GRAM} d=16 5 components vs sklearn arpack"
     X, fk, _ = _kpca_pair()
     r = ratios.get("kpca", _ratio_kpca)
-    _record(benchmark, "KernelPCA fit_transform speedup vs sklearn (arpack)", r["time"], 4, ">=")
+    _record(benchmark, "KernelPCA fit_transform speedup vs sklearn (arpack)", r["time"], 6, ">=")
     benchmark.extra_info.update(peak_mem_bytes=r["memory"]["fastkern"],
                                 sklearn_peak_mem_bytes=r["memory"]["sklearn"],
                                 gram_bytes=8 * N_GRAM * N_GRAM,
@@ -275,9 +275,9 @@ def test_check_kernel_pca(benchmark, run, ratios, benchmark_only):
     benchmark.group = f"target: KernelPCA N={N_GRAM} d=16 5 components vs sklearn arpack"
     X, _, sk = _kpca_pair()
     r = ratios.get("kpca", _ratio_kpca)
-    _record(benchmark, "sklearn KernelPCA arpack (reference)", r["time"], 4, ">=")
+    _record(benchmark, "sklearn KernelPCA arpack (reference)", r["time"], 6, ">=")
     run(lambda: sk.fit_transform(X), max_rounds=3)
-    _check(benchmark_only, "KernelPCA vs sklearn arpack", r["time"], 4, ">=")
+    _check(benchmark_only, "KernelPCA vs sklearn arpack", r["time"], 6, ">=")
 
 
 # ---------------------------------------------------------------- KernelRidge

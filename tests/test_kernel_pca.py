@@ -287,6 +287,41 @@ def test_auto_block_krylov_is_as_accurate_as_arpack():
     assert ours <= max(10 * theirs, 1e-12), (ours, theirs)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed"])
+def test_block_krylov_centres_implicitly(monkeypatch, dtype, kernel):
+    # "block_krylov" never centres K (no update pass): its products apply the
+    # centring (centred_matmat), and transform centres a test Gram with the
+    # stored training means, as scikit-learn's explicit centring does.
+    from fastkern import _centering
+
+    def refuse(*args):
+        raise AssertionError("K was centred explicitly")
+
+    monkeypatch.setattr(_centering, "center_train", refuse)
+    rng = np.random.default_rng(4)
+    X, Xt = rng.standard_normal((613, 6)) + 2.0, rng.standard_normal((37, 6)) + 2.0
+    kw = dict(n_components=4)
+    if kernel == "precomputed":
+        fit_in, test_in = fastkern.rbf_kernel(X, gamma=0.1), fastkern.rbf_kernel(Xt, X, gamma=0.1)
+        fit_in, test_in = fit_in.astype(dtype), test_in.astype(dtype)
+        kw["kernel"] = "precomputed"
+    else:
+        fit_in, test_in = X.astype(dtype), Xt.astype(dtype)
+        kw.update(kernel="rbf", gamma=0.1)
+    est = KernelPCA(eigen_solver="block_krylov", random_state=0, **kw)
+    Z = est.fit_transform(fit_in)
+    sk = SkKernelPCA(eigen_solver="dense", **kw).fit(fit_in.astype(np.float64))
+    rtol = 1e-9 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(est.eigenvalues_, sk.eigenvalues_, rtol=rtol)
+    _assert_same_embedding_up_to_sign(Z, sk.eigenvectors_ * np.sqrt(sk.eigenvalues_), rtol)
+    signs = np.sign(np.sum(Z * sk.eigenvectors_, axis=0))
+    Zt_sk = sk.transform(test_in.astype(np.float64))
+    np.testing.assert_allclose(est.transform(test_in) * signs, Zt_sk,
+                               atol=rtol * np.abs(Zt_sk).max())
+    assert Z.dtype == dtype
+
+
 def test_verbose_block_krylov(capsys):
     KernelPCA(n_components=3, kernel="rbf", eigen_solver="block_krylov", verbose=True).fit(X_TRAIN)
     assert "block_krylov iteration 1" in capsys.readouterr().out
@@ -333,7 +368,7 @@ def test_large_n_hook_not_used_for_small_or_precomputed(fake_large_n):
 
 @pytest.mark.parametrize("solver, dtype, inverse", [
     ("dense", np.float64, False), ("block_krylov", np.float64, False),
-    ("dense", np.float64, True), ("dense", np.float32, True)])
+    ("block_krylov", np.float32, False), ("dense", np.float64, True), ("dense", np.float32, True)])
 def test_fit_memory_is_one_gram(solver, dtype, inverse):
     n = 1500
     X = np.random.default_rng(1).standard_normal((n, 5)).astype(dtype)
