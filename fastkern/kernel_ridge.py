@@ -31,6 +31,8 @@ __all__ = ["KernelRidge", "KernelRidgeCV"]
 # Cholesky-overwritten triangle, the diagonal of (K + alpha I)^-1): bounds
 # their temporaries to this many rows, O(n) memory.
 _BLOCK_ROWS = 64
+#: From this many samples solver="auto" tries the mixed-precision solve.
+MIXED_MIN_SAMPLES = 2000
 
 
 def gram_buffer(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads, dtype):
@@ -261,7 +263,7 @@ class KernelRidge(_KernelRegressorBase):
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
         **kernel_constraints(),
         "n_threads": n_threads_constraint(),
-        "solver": [StrOptions({"auto", "incomplete_cholesky"})],
+        "solver": [StrOptions({"auto", "cholesky", "mixed", "incomplete_cholesky"})],
         "ichol_tol": [Interval(Real, 0, None, closed="left")],
         "ichol_max_rank": [Interval(Integral, 1, None, closed="left"), None],
     }
@@ -294,20 +296,46 @@ class KernelRidge(_KernelRegressorBase):
             self._fit_ichol(X, Y, sw, alpha, ravel)
             return self
         dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, np.all(alpha == alpha[0]))
-        K = self._gram(X, dtype)
         Y = np.array(Y, dtype=dtype, order="C", copy=True)
+        s = None
         if sw is not None:
             s = np.sqrt(sw).astype(dtype)
-            K *= s[:, None]
-            K *= s[None, :]
             Y *= s[:, None]
-        coef = solve_shifted_in_place(K, Y, alpha)
-        del K
+        coef = None
+        self.solver_ = "cholesky"
+        if self._use_mixed(X, dtype, alpha):
+            from fastkern._mixed import solve_mixed
+
+            coef, why = solve_mixed(X, Y, np.broadcast_to(alpha, (Y.shape[1],)), s,
+                                    kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
+                                    coef0=self.coef0, kernel_params=self.kernel_params,
+                                    n_threads=self.n_threads)
+            if coef is not None:
+                self.solver_ = "mixed"
+            self._mixed_info = why
+        if coef is None:
+            K = self._gram(X, dtype)
+            if s is not None:
+                K *= s[:, None]
+                K *= s[None, :]
+            coef = solve_shifted_in_place(K, Y, alpha)
+            del K
         if sw is not None:
             coef *= s[:, None]
         self.dual_coef_ = coef.ravel() if ravel else coef
         self.X_fit_ = X
         return self
+
+    def _use_mixed(self, X, dtype, alpha):
+        """Whether to try the mixed-precision solve (see ``fastkern._mixed``)."""
+        from fastkern._mixed import MIXED_KERNELS
+
+        if self.solver == "cholesky":
+            return False
+        return (dtype == np.float64 and not hasattr(X, "toarray")
+                and isinstance(self.kernel, str) and self.kernel in MIXED_KERNELS
+                and bool(np.all(alpha > 0))
+                and (self.solver == "mixed" or X.shape[0] >= MIXED_MIN_SAMPLES))
 
     def _fit_ichol(self, X, Y, sw, alpha, ravel):
         from fastkern.lowrank import incomplete_cholesky
