@@ -703,14 +703,14 @@ def _assert_fallback(fk, exact, reason=None):
     np.testing.assert_array_equal(fk.dual_coef_, exact.dual_coef_)
 
 
-@pytest.mark.parametrize("kernel", ["precomputed", "cosine", "chi2-callable", "object", "sparse"])
+@pytest.mark.parametrize("kernel", ["precomputed", "cosine", "callable", "object", "sparse"])
 def test_mixed_falls_back_for_kernels_without_matrix_free_product(kernel):
     import scipy.sparse
 
     X, y, _, _, _ = _mixed_case("plain")
     X = np.abs(X)
     kw = {"precomputed": dict(kernel="precomputed"), "cosine": dict(kernel="cosine"),
-          "chi2-callable": dict(kernel=_callable_rbf), "object": dict(kernel=kernels.RBF(gamma=0.2)),
+          "callable": dict(kernel=_callable_rbf), "object": dict(kernel=kernels.RBF(gamma=0.2)),
           "sparse": dict(kernel="rbf", gamma=0.2)}[kernel]
     Xin = (X @ X.T if kernel == "precomputed"
            else scipy.sparse.csr_matrix(X) if kernel == "sparse" else X)
