@@ -308,9 +308,9 @@ def test_kernel_ridge(benchmark, run, ratios):
     benchmark.group = f"target: KernelRidge fit N={N_RIDGE} vs sklearn"
     X, y, fk, _ = _ridge_pair()
     r = ratios.get("ridge", _ratio_ridge)
-    _record(benchmark, "KernelRidge fit speedup vs sklearn", r["time"], 1.5, ">=")
+    _record(benchmark, "KernelRidge fit speedup vs sklearn", r["time"], 3, ">=")
     benchmark.extra_info.update(peak_mem_in_grams=r["mem_fk"], sklearn_peak_mem_in_grams=r["mem_sk"],
-                                peak_mem_target="<= 1.1 Gram (sklearn ~3)",
+                                peak_mem_target="<= 1.05 Gram (sklearn ~3)",
                                 memory_method=_bench.memory_method())
     np.testing.assert_allclose(r["coef_fk"], r["coef_sk"], rtol=1e-6, atol=1e-8)
     run(lambda: fk.fit(X, y))
@@ -320,10 +320,10 @@ def test_check_kernel_ridge(benchmark, run, ratios, benchmark_only):
     benchmark.group = f"target: KernelRidge fit N={N_RIDGE} vs sklearn"
     X, y, _, sk = _ridge_pair()
     r = ratios.get("ridge", _ratio_ridge)
-    _record(benchmark, "sklearn KernelRidge (reference)", r["time"], 1.5, ">=")
+    _record(benchmark, "sklearn KernelRidge (reference)", r["time"], 3, ">=")
     run(lambda: sk.fit(X, y))
-    _check(benchmark_only, "KernelRidge vs sklearn", r["time"], 1.5, ">=")
-    _check(benchmark_only, "KernelRidge peak memory in Grams", r["mem_fk"], 1.1, "<=")
+    _check(benchmark_only, "KernelRidge vs sklearn", r["time"], 3, ">=")
+    _check(benchmark_only, "KernelRidge peak memory in Grams", r["mem_fk"], 1.05, "<=")
 
 
 # ---------------------------------------------------------------- KernelRidgeCV

@@ -18,6 +18,7 @@ The caller must hold BLAS to one thread (``fastkern._threads.blas_limit(1)``):
 each OpenMP thread runs its own gemm.
 """
 from cython cimport floating
+from cpython.exc cimport PyErr_CheckSignals
 from cython.parallel cimport prange
 from scipy.linalg.cython_blas cimport dgemm
 
@@ -159,3 +160,77 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
         if progress is not None:
             progress(r1 / nblocks)
     return np.asarray(out)
+
+
+def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
+                             const double[:, ::1] Xc, const double[::1] xn,
+                             const double[:, ::1] V, double[:, :, ::1] acc,
+                             double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
+                             double gamma, double coef0, double degree, bint direct):
+    """Return K(X, X) @ V from the tiles on and above the diagonal only.
+
+    Half the kernel evaluations of ``kernel_product(X, X, ...)``: the tile
+    K(X[I], X[J]), J > I, serves both out[I] += T @ V[J] and out[J] += T^T @ V[I].
+    Since two tiles write the same output rows, each thread adds into its own
+    acc[thread] ((n_threads, n, b), zeroed here), summed at the end.  The tiles
+    are dealt out in fixed batches with a static schedule, so the result is the
+    same from run to run for a given thread count; Ctrl-C is seen between
+    batches.  float64 only (fastkern.kernel_ridge's mixed-precision residuals);
+    arguments as ``kernel_product`` with Z = X, validated by the caller.
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + TILE - 1) // TILE
+    cdef Py_ssize_t ntasks = nb * (nb + 1) // 2, t, t0, t1, I, J, i0, j0, bi, bj, k
+    cdef int n_threads = <int> acc.shape[0], b = <int> V.shape[1], tid, ib, jb
+    cdef int ldt = TILE
+    cdef Py_ssize_t batch = 16 * n_threads, dld = dtiles.shape[1]
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
+    cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
+    cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
+    cdef double one = 1.0
+    cdef char tn = b'N', tt = b'T'
+    cdef double *tile
+    cdef double *A
+    cdef Py_ssize_t[::1] rows = np.empty(ntasks, dtype=np.intp)
+    cdef Py_ssize_t[::1] cols = np.empty(ntasks, dtype=np.intp)
+    if tiles.shape[0] < n_threads or tiles.shape[1] < TILE * TILE or dtiles.shape[0] < n_threads:
+        raise ValueError("scratch tiles too small for n_threads")
+    if acc.shape[1] != n or acc.shape[2] != b or V.shape[0] != n or b < 1:
+        raise ValueError("acc must have shape (n_threads, n, b) and V (n, b), b >= 1")
+    k = 0
+    for I in range(nb):
+        for J in range(I, nb):
+            rows[k] = I
+            cols[k] = J
+            k += 1
+    acc[:, :, :] = 0.0
+    for t0 in range(0, ntasks, batch):
+        t1 = min(ntasks, t0 + batch)
+        with nogil:
+            for t in prange(t0, t1, num_threads=n_threads, schedule='static'):
+                tid = omp_get_thread_num()
+                i0 = rows[t] * TILE
+                j0 = cols[t] * TILE
+                bi = min(<Py_ssize_t> TILE, n - i0)
+                bj = min(<Py_ssize_t> TILE, n - j0)
+                ib = <int> bi
+                jb = <int> bj
+                tile = &tiles[tid, 0]
+                A = &acc[tid, 0, 0]
+                gram_tile(&X[0, 0] + i0 * d, &X[0, 0] + j0 * d, &Xt[0, 0] + (j0 if direct else 0),
+                          n, d, Xc_p + i0 * d if Xc_p != NULL else NULL,
+                          Xc_p + j0 * d if Xc_p != NULL else NULL,
+                          xn_p + i0 if xn_p != NULL else NULL, xn_p + j0 if xn_p != NULL else NULL,
+                          tile, TILE, &dtiles[tid, 0], bi, bj, &spec, i0 == j0 and not direct)
+                # Row-major acc_I (bi x b) += T (bi x bj) @ V_J, in BLAS's
+                # column-major view acc_I^T += V_J^T @ T^T (see _block_product).
+                dgemm(&tn, &tn, &b, &ib, &jb, &one, &V[0, 0] + j0 * b, &b, tile, &ldt,
+                      &one, A + i0 * b, &b)
+                if j0 != i0:
+                    # acc_J (bj x b) += T^T @ V_I: acc_J^T += V_I^T @ T.
+                    dgemm(&tn, &tt, &b, &jb, &ib, &one, &V[0, 0] + i0 * b, &b, tile, &ldt,
+                          &one, A + j0 * b, &b)
+        PyErr_CheckSignals()
+    out = np.asarray(acc[0]).copy()
+    for k in range(1, n_threads):
+        out += np.asarray(acc[k])
+    return out
