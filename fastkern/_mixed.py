@@ -26,6 +26,8 @@ from scipy.linalg import lapack
 
 from fastkern import _matfree
 from fastkern._kernel_api import kernel_gram
+from fastkern._linalg import restore_factored_triangle
+from fastkern._operator import KernelOperator
 from fastkern._threads import blas_limit
 from fastkern.pairwise import KERNEL_CODES
 
@@ -63,25 +65,23 @@ class SymmetricProduct:
     """V -> K(X, X) @ V in float64 without storing K (X dense float64 C-contiguous)."""
 
     def __init__(self, X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
-        from fastkern.large_n import KernelOperator
-
         # KernelOperator prepares the tile loop's inputs (the kernel code and
         # parameters, X transposed for the direct path, centred rows for BLAS RBF).
         op = KernelOperator(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                             kernel_params=kernel_params, n_threads=n_threads)
-        if op.spec is None:
+        if op.compiled is None:
             raise ValueError(f"kernel {kernel!r} has no compiled matrix-free product")
         self.op = op
         self.dtiles = np.empty((op.n_threads, 1))
 
     def __call__(self, V):
-        op, spec = self.op, self.op.spec
+        op, spec = self.op, self.op.compiled
         V = np.ascontiguousarray(V, dtype=np.float64)
         acc = np.empty((op.n_threads,) + V.shape)
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
-                op.X, op.Xt, op.Xc, op.xn, V, acc, op.tiles, self.dtiles, spec["kind"],
-                spec["gamma"], spec["coef0"], spec["degree"], op.direct)
+                op.X, op.Xt, op.Xc, op.xn, V, acc, op.tiles, self.dtiles, spec.kind,
+                spec.gamma, spec.coef0, spec.degree, op.direct)
 
 
 def _factor_solve(factor, R):
@@ -154,7 +154,6 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
     Gram) plus O(n t) vectors.  None means the float64 solve must be used.
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
-    n = X.shape[0]
     params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                   kernel_params=kernel_params, n_threads=n_threads)
     K = gram32(X, **params)
@@ -170,9 +169,7 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
     for g, alpha in enumerate(groups):
         cols = np.flatnonzero(alphas == alpha)
         if g:
-            from fastkern.kernel_ridge import _restore_factored_triangle
-
-            _restore_factored_triangle(K, diag)
+            restore_factored_triangle(K, diag)
         np.fill_diagonal(K, diag + np.float32(alpha))
         # ||A||_inf from the float32 matrix: the stopping test needs its size only.
         anorm = float(lapack.slange("I", K.T))

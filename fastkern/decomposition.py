@@ -31,8 +31,8 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, kernel
 from fastkern._threads import limits_blas
 from fastkern._validation import (_all_finite, check_real, is_dask_array, memory_budget_bytes,
                                   parse_memory_budget)
+from fastkern._linalg import solve_shifted_in_place
 from fastkern.centering import CentredGram, KernelCenterer
-from fastkern.kernel_ridge import solve_shifted_in_place
 
 __all__ = ["KernelPCA"]
 

@@ -14,7 +14,6 @@ carry the problem.
 ``KernelRidgeCV`` selects alpha by exact leave-one-out cross-validation from one
 eigendecomposition of the Gram matrix.
 """
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -25,6 +24,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from fastkern._kernel_api import (gram_dtype, kernel_constraints, kernel_gram, resolve_gamma,
                                   validate_input)
+from fastkern._linalg import solve_shifted_in_place
 from fastkern._threads import limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
@@ -57,56 +57,6 @@ def gram_buffer(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads, dt
     if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != dtype:
         K = np.array(K, dtype=dtype, order="C", copy=True)
     return K
-
-
-def _restore_factored_triangle(K, diag):
-    """Undo an in-place Cholesky of K.T (uplo='U'), which wrote K's lower triangle.
-
-    The strict upper triangle of K is untouched by the factorisation, so the
-    symmetric matrix is rebuilt from it and the saved diagonal, with O(n) rows
-    of temporary memory.
-    """
-    n = K.shape[0]
-    for r0 in range(0, n, _BLOCK_ROWS):
-        r1 = min(n, r0 + _BLOCK_ROWS)
-        K[r0:r1, :r0] = K[:r0, r0:r1].T
-        block = K[r0:r1, r0:r1]
-        lower = np.tril_indices(r1 - r0, -1)
-        block[lower] = block.T[lower]
-    np.fill_diagonal(K, diag)
-
-
-def solve_shifted_in_place(K, Y, alphas):
-    """Solve (K + alpha_j I) c_j = y_j for every column j, destroying K.
-
-    K: C-contiguous symmetric buffer (overwritten).  Y: (n, t) right-hand sides
-    in K's dtype.  alphas: (t,) penalties; columns sharing a penalty share one
-    Cholesky factorisation.  A system that is not positive definite gets a
-    warning and the least-squares solution, as scikit-learn does.
-    """
-    alphas = np.broadcast_to(np.asarray(alphas, dtype=np.float64), (Y.shape[1],))
-    diag = K.diagonal().copy()
-    out = np.empty(Y.shape, dtype=K.dtype)
-    groups = np.unique(alphas)
-    for g, alpha in enumerate(groups):
-        cols = np.flatnonzero(alphas == alpha)
-        if g:
-            _restore_factored_triangle(K, diag)
-        np.fill_diagonal(K, diag + alpha)
-        rhs = Y[:, cols]
-        try:
-            factor = linalg.cho_factor(K.T, lower=False, overwrite_a=True, check_finite=False)
-            out[:, cols] = linalg.cho_solve(factor, rhs, check_finite=False)
-        except linalg.LinAlgError:
-            warnings.warn(
-                "Singular matrix in solving dual problem. Using least-squares solution instead.",
-                linalg.LinAlgWarning,
-                stacklevel=3,
-            )
-            _restore_factored_triangle(K, diag + alpha)
-            last = g == len(groups) - 1
-            out[:, cols] = linalg.lstsq(K.T, rhs, overwrite_a=last, check_finite=False)[0]
-    return out
 
 
 def _check_alpha_array(alpha, name, *, positive=False):

@@ -31,6 +31,7 @@ LAYERS = [
     ("kernel specification", {"_kernel_api"}),
     ("numerical building blocks", {"centering", "_eigen", "_linalg", "_operator", "lowrank",
                                    "nystroem"}),
+    ("mixed-precision solve", {"_mixed"}),
     ("solver strategies and backends", {"large_n", "_dask"}),
     ("estimators and tests", {"decomposition", "kernel_ridge", "sir", "fda", "cca",
                               "kernel_tests"}),

@@ -1,0 +1,66 @@
+"""Dense linear algebra shared by the estimators: shifted Cholesky solves in place.
+
+A symmetric C-ordered K seen as K.T is Fortran-ordered memory, so LAPACK
+factors it in place (``cho_factor(K.T, overwrite_a=True)`` copies nothing);
+KernelRidge, KernelPCA's pre-image ridge and the mixed-precision solve use it.
+"""
+import warnings
+
+import numpy as np
+from scipy import linalg
+
+__all__ = ["restore_factored_triangle", "solve_shifted_in_place"]
+
+# Rows per block of the row-blocked passes over an n x n array: bounds their
+# temporaries to this many rows, O(n) memory.
+_BLOCK_ROWS = 64
+
+
+def restore_factored_triangle(K, diag):
+    """Undo an in-place Cholesky of K.T (uplo='U'), which wrote K's lower triangle.
+
+    The strict upper triangle of K is untouched by the factorisation, so the
+    symmetric matrix is rebuilt from it and the saved diagonal, with O(n) rows
+    of temporary memory.
+    """
+    n = K.shape[0]
+    for r0 in range(0, n, _BLOCK_ROWS):
+        r1 = min(n, r0 + _BLOCK_ROWS)
+        K[r0:r1, :r0] = K[:r0, r0:r1].T
+        block = K[r0:r1, r0:r1]
+        lower = np.tril_indices(r1 - r0, -1)
+        block[lower] = block.T[lower]
+    np.fill_diagonal(K, diag)
+
+
+def solve_shifted_in_place(K, Y, alphas):
+    """Solve (K + alpha_j I) c_j = y_j for every column j, destroying K.
+
+    K: C-contiguous symmetric buffer (overwritten).  Y: (n, t) right-hand sides
+    in K's dtype.  alphas: (t,) penalties; columns sharing a penalty share one
+    Cholesky factorisation.  A system that is not positive definite gets a
+    warning and the least-squares solution, as scikit-learn does.
+    """
+    alphas = np.broadcast_to(np.asarray(alphas, dtype=np.float64), (Y.shape[1],))
+    diag = K.diagonal().copy()
+    out = np.empty(Y.shape, dtype=K.dtype)
+    groups = np.unique(alphas)
+    for g, alpha in enumerate(groups):
+        cols = np.flatnonzero(alphas == alpha)
+        if g:
+            restore_factored_triangle(K, diag)
+        np.fill_diagonal(K, diag + alpha)
+        rhs = Y[:, cols]
+        try:
+            factor = linalg.cho_factor(K.T, lower=False, overwrite_a=True, check_finite=False)
+            out[:, cols] = linalg.cho_solve(factor, rhs, check_finite=False)
+        except linalg.LinAlgError:
+            warnings.warn(
+                "Singular matrix in solving dual problem. Using least-squares solution instead.",
+                linalg.LinAlgWarning,
+                stacklevel=3,
+            )
+            restore_factored_triangle(K, diag + alpha)
+            last = g == len(groups) - 1
+            out[:, cols] = linalg.lstsq(K.T, rhs, overwrite_a=last, check_finite=False)[0]
+    return out
