@@ -118,6 +118,53 @@ class CentredGram:
     relative to the uncentred one), and in the tests the Ritz residuals
     reached 1e-13 of the largest eigenvalue for means up to 1e5 times it,
     as with explicit centring.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        The uncentred matrix (float32 or float64), kept as ``K`` without a
+        copy; the products are computed in its dtype.  C-contiguous for the
+        fast short-wide product above.
+    row_means : array-like of shape (n,), default=None
+        Row means r of K (``_centering.row_col_means``), stored in float64.
+        Ignored with ``symmetric=True``.
+    col_means : array-like of shape (n,), default=None
+        Column means c of K, stored in float64.  Ignored with ``symmetric=True``.
+    grand_mean : float, default=None
+        Grand mean t of K.  Ignored with ``symmetric=True``.
+    symmetric : bool, default=False
+        Compute the means from the first call's product instead of taking
+        them (K must then be symmetric and float64).
+
+    Attributes
+    ----------
+    K : ndarray of shape (n, n)
+        The uncentred matrix.
+    row_means : ndarray of shape (n,) or None
+        Row means r of K; None until the first call with ``symmetric=True``.
+    col_means : ndarray of shape (n,) or None
+        Column means c of K; None until the first call with ``symmetric=True``.
+    grand_mean : float or None
+        Grand mean t of K; None until the first call with ``symmetric=True``.
+
+    Raises
+    ------
+    TypeError
+        If ``symmetric=True`` and K is not float64.
+
+    See Also
+    --------
+    center_gram : Centre K itself, in place.
+    KernelCenterer : Centring of training and test Gram matrices.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern.centering import CentredGram
+    >>> K = np.array([[2.0, 0.0], [0.0, 2.0]])
+    >>> CentredGram(K, symmetric=True)(np.eye(2))
+    array([[ 1., -1.],
+           [-1.,  1.]])
     """
 
     def __init__(self, K, row_means=None, col_means=None, grand_mean=None, *,
@@ -134,6 +181,21 @@ class CentredGram:
         self.K = K
 
     def __call__(self, V):
+        """Apply the centred operator: Kc^T V (Kc V for a symmetric K).
+
+        With ``symmetric=True`` the first call also sets ``row_means``,
+        ``col_means`` and ``grand_mean`` from its product.
+
+        Parameters
+        ----------
+        V : ndarray of shape (n, p)
+            The block of vectors.
+
+        Returns
+        -------
+        W : ndarray of shape (n, p)
+            Kc^T V, in float64 whatever K's dtype.
+        """
         K = self.K
         n, p = V.shape
         if self.col_means is None:

@@ -84,20 +84,42 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     kc(x) is k(x, X_fit_) centred with the training means.  Eigenvector signs
     follow scikit-learn (``svd_flip``: the largest-magnitude entry of each
     eigenvector is positive).  Every scikit-learn parameter and value is
-    accepted (``KernelPCA(**sklearn_kpca.get_params())`` works).
+    accepted (``KernelPCA(**sklearn_kpca.get_params())`` works); the
+    parameters mean what they mean in scikit-learn where the name exists.
 
-    Parameters (as scikit-learn where the name exists)
-    n_components : int or None.  As scikit-learn: None means n_samples and
+    X may be a dense array or a CSR/CSC sparse matrix (the Gram is computed
+    from it without densifying X), float32 (kept) or float64.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components.  As scikit-learn: None means n_samples and
         drops the eigenvalues that are not > 0; a value above n_samples is
         clamped to n_samples (the large-N solvers, which compute only leading
         components, need 1 <= n_components < n_samples instead).
-    kernel : "linear", "poly", "rbf", "sigmoid", "cosine", "laplacian",
-        "exponential", "precomputed", a fastkern kernel object or a callable;
-        gamma, degree, coef0, kernel_params as scikit-learn; gamma may also be
+    kernel : str, Kernel or callable, default="linear"
+        "linear", "poly", "rbf", "sigmoid", "cosine", "laplacian",
+        "exponential", "precomputed" (X is then the training Gram, and
+        transform takes k(X, X_train)), a fastkern kernel object or a callable.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as scikit-learn (None: 1 / n_features); may also be
         "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
         ``fastkern.estimate_gamma``), resolved on the training X into gamma_.
-    alpha, fit_inverse_transform : the kernel ridge pre-image map (``inverse_transform``).
-    eigen_solver :
+    degree : float, default=3
+        Degree of the polynomial kernel, as scikit-learn.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels, as scikit-learn.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments, as
+        scikit-learn.
+    alpha : float, default=1.0
+        Ridge of the kernel ridge pre-image map (``inverse_transform``).
+    fit_inverse_transform : bool, default=False
+        Learn the kernel ridge pre-image map of ``inverse_transform`` (not
+        with kernel="precomputed").
+    eigen_solver : str, default="auto"
+        One of "auto", "dense", "arpack", "randomized", "block_krylov",
+        "matrix-free", "nystrom" and "incomplete_cholesky".
         "dense": LAPACK syevr on the centred Gram, in place.
         "arpack": scipy's eigsh on the centred Gram (n_components >= n_samples:
         scipy warns and solves densely, as in scikit-learn).
@@ -108,68 +130,125 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         positive semi-definite raises if a significant negative eigenvalue
         is among them.
         "block_krylov": fastkern's thick-restarted block Krylov solver
-        (``fastkern._eigen.block_eigsh``): each step is one product of the
-        centred Gram with a block of vectors (reading the uncentred K once,
-        the centring applied to the product from K's row and column means,
-        so K is never centred itself), the basis
-        spans a block Krylov space with full reorthogonalisation and exact
-        Rayleigh-Ritz on V^T K V, and converged Ritz vectors are soft-locked.
+        (``fastkern._eigen.block_eigsh``, see Notes).
         "lanczos" is its former name (it is not the Lanczos three-term
         recurrence): deprecated, a FutureWarning, removed in 0.3.
         "matrix-free" or "nystrom": fastkern.large_n, the Gram is never stored.
-        "incomplete_cholesky": K ~ G G^T from ``fastkern.incomplete_cholesky``
-        (tol as below, max_rank=ichol_max_rank; dense X, not "precomputed"),
-        never forming K: with Gc = G minus its column means (so Gc Gc^T is the
-        double-centred G G^T) and Gc^T Gc = V diag(lambda) V^T (rank x rank),
-        eigenvalues_ = lambda and eigenvectors_ = Gc V diag(lambda)^-1/2, signs
-        as scikit-learn's (svd_flip on eigenvectors_), the training embedding
-        Gc V.  transform(X) = (g(X) - mean of G's rows) V, where g(x) solves
-        L g = k(X_fit_[ichol_pivots_], x), L = G[pivots] (lower triangular):
-        the Nystroem feature map on the pivots, which gives back the rows of
-        G for training points, so transform(X_train) = fit_transform(X_train).
-        Cost O(n r^2) time and O(n r) memory (r the rank reached); transform
-        O(r d + r^2) per point.  Components beyond the rank have eigenvalue 0.
-        The kernel must be positive semi-definite (not sigmoid in general):
-        the factorisation stops at the first non-positive residual.
+        "incomplete_cholesky": K ~ G G^T from ``fastkern.incomplete_cholesky``,
+        never forming K (see Notes).
         "auto": "matrix-free" when the dense Gram would exceed
-        ``memory_budget`` (not for precomputed, cosine or sparse X).  Otherwise
-        never slower than scikit-learn's choice ("arpack" for more than 200
-        samples and n_components < 10, else "dense") in side-by-side runs
-        (1 thread each, RBF, d=16): "block_krylov" for n_components < 10 and
-        at least 2000 samples (run to tol 1e-12, as accurate as ARPACK:
-        1.4x faster than scikit-learn's arpack at N=2000, 3.0x at N=3000);
-        "arpack" for n_components < 10 below 2000 samples, and for
-        10 <= n_components <= n_samples / 50 (2.5x faster than "dense" at
-        N=2000, k=40); else "dense".
-    tol, max_iter : eigensolver convergence for "arpack" and "block_krylov"
-        (tol=0: the solver's default).  For "incomplete_cholesky", tol bounds
+        ``memory_budget`` (not for precomputed, cosine or sparse X), else
+        "block_krylov", "arpack" or "dense" (see Notes).
+    tol : float, default=0
+        Eigensolver convergence for "arpack" and "block_krylov" (tol=0: the
+        solver's default).  For "block_krylov", converged means every
+        residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10, or
+        1e-12 when "auto" chose it).  For "incomplete_cholesky", tol bounds
         the largest residual diagonal of K - G G^T (tol=0: 1e-6).
-    ichol_max_rank : int or None, the largest rank of "incomplete_cholesky"
-        (None: no limit but tol).  For "block_krylov", converged means
-        every residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10,
-        or 1e-12 when "auto" chose it); on max_iter it warns with the
-        residual norms and keeps the best Ritz pairs found.
-    iterated_power : int >= 0 or "auto", power iterations of "randomized"
-        (as scikit-learn: "auto" is 7 when n_components < n_samples / 10, else 4).
-    random_state : start vectors of "arpack", "randomized" and "block_krylov";
-        a fixed value makes them bit-identical from run to run.
-    remove_zero_eig, copy_X : as scikit-learn.  For kernel="precomputed",
-        ``X_fit_`` references the given kernel (only its shape is used) so
-        that no second N x N copy is kept.
-    n_jobs : accepted for compatibility, unused (see n_threads).
-    n_threads : threads of the Gram and centering kernels (None = OpenMP default).
-    memory_budget : bytes (or a string such as "2GB") the Gram matrix may
-        use; None = half the available RAM.
-    n_landmarks : number of Nystrom landmarks (eigen_solver="nystrom").
-    verbose : print eigensolver progress.
+    max_iter : int or None, default=None
+        Eigensolver iteration limit for "arpack" and "block_krylov".  On
+        max_iter "block_krylov" warns with the residual norms and keeps the
+        best Ritz pairs found.
+    iterated_power : int >= 0 or "auto", default="auto"
+        Power iterations of "randomized" (as scikit-learn: "auto" is 7 when
+        n_components < n_samples / 10, else 4).
+    remove_zero_eig : bool, default=False
+        As scikit-learn: drop the components whose eigenvalue is not > 0.
+    random_state : int, RandomState instance or None, default=None
+        Start vectors of "arpack", "randomized" and "block_krylov"; a fixed
+        value makes them bit-identical from run to run.
+    copy_X : bool, default=True
+        As scikit-learn: store a copy of X in ``X_fit_`` rather than X
+        itself.  For kernel="precomputed", ``X_fit_`` references the given
+        kernel (only its shape is used) so that no second N x N copy is kept.
+    n_jobs : int or None, default=None
+        Accepted for compatibility, unused (see n_threads).
+    n_threads : int or None, default=None
+        Threads of the Gram and centering kernels (None = OpenMP default).
+    memory_budget : float, str or None, default=None
+        Bytes (or a string such as "2GB") the Gram matrix may use; None = half
+        the available RAM.
+    n_landmarks : int or None, default=None
+        Number of Nystrom landmarks (eigen_solver="nystrom"; None: the smaller
+        of n_samples and 1000).
+    ichol_max_rank : int or None, default=None
+        The largest rank of "incomplete_cholesky" (None: no limit but tol).
+    verbose : bool, default=False
+        Print eigensolver progress.
 
-    X may be a dense array or a CSR/CSC sparse matrix (the Gram is computed
-    from it without densifying X), float32 (kept) or float64.
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (n_components,)
+        Eigenvalues of the centred training Gram, in decreasing order.
+    eigenvectors_ : ndarray of shape (n_samples, n_components)
+        The matching unit eigenvectors, signs as ``svd_flip``.
+    dual_coef_ : ndarray of shape (n_samples, n_features)
+        Coefficients of the pre-image map (with fit_inverse_transform).
+    X_transformed_fit_ : ndarray of shape (n_samples, n_components)
+        The training embedding, the inputs of the pre-image map (with
+        fit_inverse_transform).
+    X_fit_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training data (see copy_X); for kernel="precomputed", the given
+        kernel.
+    gamma_ : float or None
+        The gamma used: gamma resolved on the training X.
+    ichol_pivots_ : ndarray of shape (rank,) or None
+        The pivots of the incomplete Cholesky factor (with
+        eigen_solver="incomplete_cholesky"; None with another solver).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, for X with string column names.
 
-    Attributes: eigenvalues_, eigenvectors_, X_fit_, gamma_, n_features_in_,
-    feature_names_in_ (for X with string column names), dual_coef_ and
-    X_transformed_fit_ (with fit_inverse_transform), ichol_pivots_ (with
-    eigen_solver="incomplete_cholesky").
+    See Also
+    --------
+    sklearn.decomposition.KernelPCA : The scikit-learn estimator this replaces.
+    KernelCenterer : The centring of the training and test Gram matrices.
+    fastkern.incomplete_cholesky : The low-rank factor of "incomplete_cholesky".
+
+    Notes
+    -----
+    Block Krylov solver (eigen_solver="block_krylov").  Each step is one
+    product of the centred Gram with a block of vectors (reading the
+    uncentred K once, the centring applied to the product from K's row and
+    column means, so K is never centred itself), the basis spans a block
+    Krylov space with full reorthogonalisation and exact Rayleigh-Ritz on
+    V^T K V, and converged Ritz vectors are soft-locked.
+
+    Incomplete Cholesky solver (eigen_solver="incomplete_cholesky").  K ~ G G^T
+    from ``fastkern.incomplete_cholesky`` (tol as above,
+    max_rank=ichol_max_rank; dense X, not "precomputed"), never forming K:
+    with Gc = G minus its column means (so Gc Gc^T is the double-centred
+    G G^T) and Gc^T Gc = V diag(lambda) V^T (rank x rank), eigenvalues_ =
+    lambda and eigenvectors_ = Gc V diag(lambda)^-1/2, signs as
+    scikit-learn's (svd_flip on eigenvectors_), the training embedding Gc V.
+    transform(X) = (g(X) - mean of G's rows) V, where g(x) solves
+    L g = k(X_fit_[ichol_pivots_], x), L = G[pivots] (lower triangular): the
+    Nystroem feature map on the pivots, which gives back the rows of G for
+    training points, so transform(X_train) = fit_transform(X_train).  Cost
+    O(n r^2) time and O(n r) memory (r the rank reached); transform
+    O(r d + r^2) per point.  Components beyond the rank have eigenvalue 0.
+    The kernel must be positive semi-definite (not sigmoid in general): the
+    factorisation stops at the first non-positive residual.
+
+    Solver choice (eigen_solver="auto").  "matrix-free" when the dense Gram
+    would exceed ``memory_budget`` (not for precomputed, cosine or sparse X).
+    Otherwise never slower than scikit-learn's choice ("arpack" for more
+    than 200 samples and n_components < 10, else "dense") in side-by-side
+    runs (1 thread each, RBF, d=16): "block_krylov" for n_components < 10
+    and at least 2000 samples (run to tol 1e-12, as accurate as ARPACK:
+    1.4x faster than scikit-learn's arpack at N=2000, 3.0x at N=3000);
+    "arpack" for n_components < 10 below 2000 samples, and for
+    10 <= n_components <= n_samples / 50 (2.5x faster than "dense" at
+    N=2000, k=40); else "dense".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelPCA
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> KernelPCA(n_components=2, kernel="rbf").fit_transform(X).shape
+    (50, 2)
     """
 
     _parameter_constraints: dict = {
@@ -282,9 +361,30 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         A ``dask.array`` X, or a ``distributed.Client`` given as ``client``, runs
         the matrix-free solver's kernel passes on that Dask cluster
         (``fastkern._dask``); ``transform`` then uses the same client and
-        timeout.  ``timeout`` (seconds, default 600) bounds each pass over the
-        cluster, retries after a lost worker included, and the loading of a
-        dask X: a lost cluster raises TimeoutError instead of hanging.
+        timeout.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            Training data: dense or CSR/CSC (not densified), float32 (kept) or
+            float64; with kernel="precomputed", the square training Gram
+            (n_samples, n_samples); for the kernels of ``fastkern.structured``,
+            a list of strings, sets or graphs.  A dask array runs on a Dask
+            cluster (eigen_solver "matrix-free" or "auto").
+        y : None
+            Ignored.
+        client : distributed.Client, default=None
+            Run the matrix-free solver's kernel passes on this Dask cluster
+            (eigen_solver "matrix-free" or "auto", not kernel="precomputed").
+        timeout : float, default=600.0
+            Seconds (> 0) that bound each pass over the cluster, retries after
+            a lost worker included, and the loading of a dask X: a lost
+            cluster raises TimeoutError instead of hanging.
+
+        Returns
+        -------
+        self : KernelPCA
+            The fitted estimator.
         """
         self._fit(X, client, timeout)
         return self
@@ -629,6 +729,24 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         ``client`` and ``timeout`` (seconds per pass over a Dask cluster) are
         those of :meth:`fit`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape (n_samples, n_features)
+            Training data, or the training Gram with kernel="precomputed" (see
+            :meth:`fit`).
+        y : None
+            Ignored.
+        client : distributed.Client, default=None
+            Dask cluster of the matrix-free solver's kernel passes (see
+            :meth:`fit`).
+        timeout : float, default=600.0
+            Seconds per pass over a Dask cluster (see :meth:`fit`).
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_components)
+            The training embedding.
         """
         X_transformed = self._fit(X, client, timeout)
         if X_transformed is None:
@@ -640,6 +758,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """Project X (or, for kernel="precomputed", k(X, X_train)) on the components.
 
         After a fit on a Dask cluster the pass runs there, with fit's timeout.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape (n_queries, n_features)
+            The points to project; with kernel="precomputed", the cross-Gram
+            k(X, X_train) of shape (n_queries, n_samples).
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_queries, n_components)
+            The projections.
         """
         check_is_fitted(self, "eigenvectors_")
         client = getattr(self, "_client", None)
@@ -665,7 +794,25 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @limits_blas
     def inverse_transform(self, X):
-        """Approximate pre-images: k(X, X_transformed_fit_) @ dual_coef_ (kernel ridge)."""
+        """Approximate pre-images: k(X, X_transformed_fit_) @ dual_coef_ (kernel ridge).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_components)
+            Points in the space of the components.
+
+        Returns
+        -------
+        X_original : ndarray of shape (n_queries, n_features)
+            Their approximate pre-images.
+
+        Raises
+        ------
+        NotFittedError
+            If the estimator was not fitted with fit_inverse_transform=True.
+        ValueError
+            If X does not have one column per component.
+        """
         if not self.fit_inverse_transform:
             raise NotFittedError(
                 "The fit_inverse_transform parameter was not set to True when instantiating "

@@ -136,9 +136,23 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     @limits_blas
     def predict(self, X):
-        """Predictions k(X, X_fit_) @ dual_coef_.
+        """Predict with k(X, X_fit_) @ dual_coef_.
 
         For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
+        With solver="incomplete_cholesky" the predictions are
+        g(X) @ ichol_coef_ (the Nystroem features of X on the pivots).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
+            The samples; with kernel="precomputed", the cross-kernel
+            k(X_test, X_train) of shape (n_queries, n_samples).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_targets)
+            The predictions, in the promoted dtype of k(X, X_fit_) and
+            dual_coef_.
         """
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=("csr", "csc"), reset=False)
@@ -187,56 +201,111 @@ class KernelRidge(_KernelRegressorBase):
     dual_coef_ has the Gram matrix's dtype.  predict returns the promoted
     dtype of k(X, X_fit_) and dual_coef_.
 
-    Parameters: alpha, kernel (any of scikit-learn's kernel names, fastkern's
-    "exponential", "precomputed", a fastkern kernel object or a callable),
-    gamma, degree, coef0, kernel_params as scikit-learn (gamma may also be
-    "scale", 1 / (n_features X.var()), or "median", the median heuristic of
-    ``fastkern.estimate_gamma``: resolved on the training X at fit, stored as
-    ``gamma_`` and used by predict); n_threads (None = OpenMP default) for the
-    Gram computations.
-
-    solver : "auto" (default), "cholesky", "mixed" or "incomplete_cholesky".
+    Parameters
+    ----------
+    alpha : float or array-like of shape (n_targets,), default=1
+        Regularization (>= 0): a scalar or one value per target.
+    kernel : str, Kernel or callable, default="linear"
+        Any of scikit-learn's kernel names, fastkern's "exponential",
+        "precomputed" (X is then the training Gram, and predict takes the
+        cross-Gram k(X_test, X_train)), a fastkern kernel object or a callable.
+    gamma : float or {"scale", "median"}, default=None
+        Kernel coefficient, as scikit-learn; may also be "scale",
+        1 / (n_features X.var()), or "median", the median heuristic of
+        ``fastkern.estimate_gamma``: resolved on the training X at fit,
+        stored as ``gamma_`` and used by predict.
+    degree : float, default=3
+        Degree of the polynomial kernel, as scikit-learn.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels, as scikit-learn.
+    kernel_params : dict, default=None
+        Parameters of a callable kernel, passed as keyword arguments, as
+        scikit-learn.
+    n_threads : int, default=None
+        Threads of the Gram computations (None = OpenMP default).
+    solver : {"auto", "cholesky", "mixed", "incomplete_cholesky"}, default="auto"
         "cholesky" is the exact solve above, in the Gram matrix's dtype.
-        "mixed" (LAPACK's dsposv without a float64 matrix) applies when the
-        solve is in float64, X is dense and the kernel is one of "linear",
-        "poly", "rbf", "laplacian", "sigmoid", "exponential", and alpha > 0:
-        the Gram matrix is computed in float32 (X centred first for "rbf" and
-        "laplacian", so offsets cost no accuracy) into one buffer, shifted
-        and factored in place by spotrf, and the float32 solution is refined
-        with float64 residuals whose K @ v is computed from X tile by tile
-        (never stored), until each target's residual reaches the level of a
-        float64 Cholesky solve, ||r|| <= sqrt(n) eps ||A|| ||c|| (dsposv's
-        test; the last correction may be accepted when the contraction
-        measured on the previous two residuals predicts a residual 100x below
-        it).  dual_coef_ then agrees with the float64 solve to rounding.
-        Peak memory is half a float64 Gram; time is a float32 Gram, spotrf
-        (about half of dpotrf) and 2-3 matrix-free passes.  When float32
-        cannot carry the problem (spotrf fails, alpha < eps32 ||K||, or the
-        refinement would need more than ``fastkern._mixed.MAX_PASSES``
-        passes), and for other kernels, sparse X or float32 solves, the
-        "cholesky" solve is used.  "auto" is "mixed" from
-        ``MIXED_MIN_SAMPLES`` (2500) samples and "cholesky" below, where
-        the float64 factorisation is as fast.  ``solver_``
-        records the solve used.
-        "incomplete_cholesky" is for large n: K is replaced by G G^T from
-        ``fastkern.incomplete_cholesky(X, ..., tol=ichol_tol,
-        max_rank=ichol_max_rank)`` (dense X, not "precomputed"; alpha > 0), and
-        the ridge problem is solved in the rank-r space of G:
-        ``ichol_coef_ = (G^T S G + alpha I)^-1 G^T S y`` (S the sample
-        weights), which by the Woodbury identity is G^T c for the dual
-        coefficients c = S (S y - S G ichol_coef_) / alpha of
-        (S G G^T S + alpha I) c~ = S y.  Predictions are g(x) @ ichol_coef_,
-        where g(x) solves L g = k(X_fit_[ichol_pivots_], x), L = G[pivots] (lower
-        triangular): the Nystroem feature map on the pivots, which reproduces
-        the rows of G on the training points.  Cost O(n r^2) time, O(n r)
-        memory; prediction O(r d + r^2) per point.
-    ichol_tol : float >= 0, default 1e-6; ichol_max_rank : int or None (n).
+        "mixed" solves in mixed precision (LAPACK's dsposv without a float64
+        matrix; see Notes), falling back to "cholesky" where it does not
+        apply.  "auto" is "mixed" from ``MIXED_MIN_SAMPLES`` (2500) samples
+        and "cholesky" below, where the float64 factorisation is as fast.
+        "incomplete_cholesky" is for large n: K is replaced by a low-rank
+        factorisation G G^T (see Notes).  ``solver_`` records the solve used.
+    ichol_tol : float, default=1e-6
+        The ``tol`` (>= 0) of ``fastkern.incomplete_cholesky`` with
+        solver="incomplete_cholesky".
+    ichol_max_rank : int or None, default=None
+        The ``max_rank`` of ``fastkern.incomplete_cholesky`` with
+        solver="incomplete_cholesky" (None: n).
 
-    Attributes: dual_coef_ ((n_samples,) or (n_samples, n_targets)), X_fit_,
-    gamma_, n_features_in_ (and feature_names_in_ for DataFrames), solver_
-    (the solve used: "mixed", "cholesky" or "incomplete_cholesky"); with
-    solver="incomplete_cholesky" also ichol_coef_ ((rank,) or (rank,
-    n_targets)) and ichol_pivots_ (rank,).
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        The dual coefficients c.
+    X_fit_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training data (the training Gram with kernel="precomputed").
+    gamma_ : float or None
+        The gamma used: gamma resolved on the training X.
+    solver_ : str
+        The solve used: "mixed", "cholesky" or "incomplete_cholesky".
+    ichol_coef_ : ndarray of shape (rank,) or (rank, n_targets), or None
+        Coefficients on the factor's features (solver="incomplete_cholesky";
+        None otherwise).
+    ichol_pivots_ : ndarray of shape (rank,) or None
+        The pivots of the factor (solver="incomplete_cholesky"; None
+        otherwise).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, for DataFrames with string
+        column names.
+
+    See Also
+    --------
+    sklearn.kernel_ridge.KernelRidge : The scikit-learn estimator this replaces.
+    KernelRidgeCV : Kernel ridge regression with alpha chosen by leave-one-out CV.
+
+    Notes
+    -----
+    Mixed precision (solver="mixed").  LAPACK's dsposv without a float64
+    matrix applies when the solve is in float64, X is dense and the kernel is
+    one of "linear", "poly", "rbf", "laplacian", "sigmoid", "exponential", and
+    alpha > 0: the Gram matrix is computed in float32 (X centred first for
+    "rbf" and "laplacian", so offsets cost no accuracy) into one buffer,
+    shifted and factored in place by spotrf, and the float32 solution is
+    refined with float64 residuals whose K @ v is computed from X tile by
+    tile (never stored), until each target's residual reaches the level of a
+    float64 Cholesky solve, ||r|| <= sqrt(n) eps ||A|| ||c|| (dsposv's test;
+    the last correction may be accepted when the contraction measured on the
+    previous two residuals predicts a residual 100x below it).  dual_coef_
+    then agrees with the float64 solve to rounding.  Peak memory is half a
+    float64 Gram; time is a float32 Gram, spotrf (about half of dpotrf) and
+    2-3 matrix-free passes.  When float32 cannot carry the problem (spotrf
+    fails, alpha < eps32 ||K||, or the refinement would need more than
+    ``fastkern._mixed.MAX_PASSES`` passes), and for other kernels, sparse X
+    or float32 solves, the "cholesky" solve is used.
+
+    Incomplete Cholesky (solver="incomplete_cholesky").  K is replaced by
+    G G^T from ``fastkern.incomplete_cholesky(X, ..., tol=ichol_tol,
+    max_rank=ichol_max_rank)`` (dense X, not "precomputed"; alpha > 0), and
+    the ridge problem is solved in the rank-r space of G:
+    ``ichol_coef_ = (G^T S G + alpha I)^-1 G^T S y`` (S the sample
+    weights), which by the Woodbury identity is G^T c for the dual
+    coefficients c = S (S y - S G ichol_coef_) / alpha of
+    (S G G^T S + alpha I) c~ = S y.  Predictions are g(x) @ ichol_coef_,
+    where g(x) solves L g = k(X_fit_[ichol_pivots_], x), L = G[pivots]
+    (lower triangular): the Nystroem feature map on the pivots, which
+    reproduces the rows of G on the training points.  Cost O(n r^2) time,
+    O(n r) memory; prediction O(r d + r^2) per point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastkern import KernelRidge
+    >>> X = np.random.default_rng(0).normal(size=(50, 3))
+    >>> y = X[:, 0] ** 2
+    >>> KernelRidge(alpha=0.1, kernel="rbf").fit(X, y).predict(X[:3]).shape
+    (3,)
     """
 
     _parameter_constraints: dict = {
@@ -265,6 +334,34 @@ class KernelRidge(_KernelRegressorBase):
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
     def fit(self, X, y, sample_weight=None):
+        """Fit the kernel ridge model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data, dense or CSR/CSC (kept sparse); with
+            kernel="precomputed", the square training Gram (n_samples,
+            n_samples); for the kernels of ``fastkern.structured``, a list of
+            strings, sets or graphs.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Non-negative individual weights, as scikit-learn (None: all 1).
+
+        Returns
+        -------
+        self : KernelRidge
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If alpha has neither one value nor one per target, or
+            solver="incomplete_cholesky" is used with kernel="precomputed" or
+            alpha = 0.
+        TypeError
+            If solver="incomplete_cholesky" is given a sparse X.
+        """
         X, y, sw = self._validate_fit(X, y, sample_weight)
         alpha = _check_alpha_array(self.alpha, "alpha")
         ravel = y.ndim == 1
@@ -370,6 +467,58 @@ class KernelRidgeCV(_KernelRegressorBase):
     G_ii = sum_j U_ij^2 / (l_j + alpha), so the leave-one-out residual of
     sample i, y_i - f_{-i}(x_i), is exactly c_i / G_ii (no refits).
 
+    dtypes: the Gram matrix is decomposed, and dual_coef_ stored, in float32
+    only when the Gram matrix and y are both float32 (``KernelRidge``'s rule).
+
+    Parameters
+    ----------
+    alphas : float or array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+        The candidate alphas (non-empty, > 0).
+    kernel : str, Kernel or callable, default="linear"
+        As ``KernelRidge``.
+    gamma : float or {"scale", "median"}, default=None
+        As ``KernelRidge``.
+    degree : float, default=3
+        As ``KernelRidge``.
+    coef0 : float, default=1
+        As ``KernelRidge``.
+    kernel_params : dict, default=None
+        As ``KernelRidge``.
+    n_threads : int, default=None
+        Threads of the Gram computations (None = OpenMP default).
+    memory_budget : float, str or None, default=None
+        Bytes (or a string such as "2GB"; None = half the available RAM):
+        picks the fastest LAPACK eigensolver that fits (see Notes).
+
+    Attributes
+    ----------
+    alpha_ : float
+        The selected alpha (the first of any ties).
+    best_score_ : float
+        Negative mean squared leave-one-out error at alpha_ (averaged over
+        samples and targets; scikit-learn's RidgeCV convention).
+    loo_errors_ : ndarray of shape (n_samples, n_alphas) or (n_samples, n_targets, n_alphas)
+        Squared leave-one-out residuals, the first shape for 1-D y and the
+        second for 2-D y (the layout of RidgeCV's ``cv_results_``).
+    dual_coef_ : ndarray of shape (n_samples,) or (n_samples, n_targets)
+        As ``KernelRidge`` fitted with alpha_.
+    X_fit_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        As ``KernelRidge`` fitted with alpha_.
+    gamma_ : float or None
+        The gamma used: gamma resolved on the training X.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, for DataFrames with string
+        column names.
+
+    See Also
+    --------
+    KernelRidge : Kernel ridge regression with a given alpha.
+    sklearn.linear_model.RidgeCV : The linear counterpart.
+
+    Notes
+    -----
     Sample weights mean repeated samples, as in scikit-learn's estimator
     checks: the problem is the weighted one of ``KernelRidge``, a sample of
     weight w counts as w copies, and its leave-one-out residual is that of
@@ -383,26 +532,12 @@ class KernelRidgeCV(_KernelRegressorBase):
     ``loo_errors_`` are the squared residuals of that fit (leaving them out
     changes nothing) and their dual coefficients are 0.
 
-    Parameters: alphas (non-empty, > 0), kernel, gamma, degree, coef0,
-    kernel_params as ``KernelRidge``; n_threads; memory_budget (bytes, None =
-    half the available RAM) picks the fastest LAPACK eigensolver that fits:
-    divide-and-conquer (syevd, 2 n^2 extra workspace) when three Gram matrices
-    fit, else MRRR (syevr, a second n x n for the eigenvectors) when two fit,
-    else the QR algorithm (syev) in place with O(n) workspace.  Indicative
-    times at n=3000 on the 2-core dev machine: syevd 5.7 s, syevr 14 s,
-    syev 24 s.
-
-    dtypes: the Gram matrix is decomposed, and dual_coef_ stored, in float32
-    only when the Gram matrix and y are both float32 (``KernelRidge``'s rule).
-
-    Attributes:
-    alpha_ : the selected alpha (the first of any ties).
-    best_score_ : negative mean squared leave-one-out error at alpha_
-        (averaged over samples and targets; scikit-learn's RidgeCV convention).
-    loo_errors_ : squared leave-one-out residuals, shape (n_samples, n_alphas)
-        for 1-D y and (n_samples, n_targets, n_alphas) for 2-D y (the layout of
-        RidgeCV's ``cv_results_``).
-    dual_coef_, X_fit_, n_features_in_ : as ``KernelRidge`` fitted with alpha_.
+    Eigensolver.  memory_budget picks the fastest LAPACK eigensolver that
+    fits: divide-and-conquer (syevd, 2 n^2 extra workspace) when three Gram
+    matrices fit, else MRRR (syevr, a second n x n for the eigenvectors)
+    when two fit, else the QR algorithm (syev) in place with O(n)
+    workspace.  Indicative times at n=3000 on the 2-core dev machine:
+    syevd 5.7 s, syevr 14 s, syev 24 s.
     """
 
     _parameter_constraints: dict = {
@@ -426,6 +561,30 @@ class KernelRidgeCV(_KernelRegressorBase):
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
     def fit(self, X, y, sample_weight=None):
+        """Fit the model with the alpha of least leave-one-out error.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data, dense or CSR/CSC; with kernel="precomputed", the
+            square training Gram (n_samples, n_samples); for the kernels of
+            ``fastkern.structured``, a list of strings, sets or graphs.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Non-negative weights, meaning repeated samples (see Notes of the
+            class; None: all 1).
+
+        Returns
+        -------
+        self : KernelRidgeCV
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If sample_weight has no positive weight.
+        """
         alphas = _check_alpha_array(self.alphas, "alphas", positive=True)
         budget = memory_budget_bytes(self.memory_budget)
         X, y, sw = self._validate_fit(X, y, sample_weight)

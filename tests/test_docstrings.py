@@ -51,18 +51,6 @@ IGNORED = {
             "numpydoc 1.11 accepts and 1.6 (the test extra's floor) flags",
 }
 
-# Objects in files being refactored by others while this test was written
-# (decomposition.py, kernel_ridge.py).  Strict xfail: once their
-# docstrings pass, the test XPASSes and fails, telling whoever fixed them to
-# remove the entry.  Methods follow their class.
-PENDING = {
-    "fastkern.decomposition.KernelPCA":
-        "decomposition.py is being rewritten (issue 11 solver strategies)",
-    "fastkern.kernel_ridge.KernelRidge": "kernel_ridge.py is being rewritten (issue 11)",
-    "fastkern.kernel_ridge.KernelRidgeCV": "kernel_ridge.py is being rewritten (issue 11)",
-}
-
-
 def _defined_in_fastkern(obj):
     return (getattr(obj, "__module__", None) or "").split(".")[0] == "fastkern"
 
@@ -128,20 +116,6 @@ def _public_objects():
 PUBLIC = _public_objects()
 
 
-def _pending_reason(public):
-    for key, reason in PENDING.items():
-        if public == key or public.startswith(key + "."):
-            return reason
-    return None
-
-
-def _params():
-    for public in PUBLIC:
-        reason = _pending_reason(public)
-        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-        yield pytest.param(public, marks=marks, id=public)
-
-
 def test_collection_is_complete():
     # The collection must see the whole public surface: the names of
     # fastkern.__all__, each public module's own definitions, and the methods.
@@ -165,20 +139,13 @@ def test_collection_is_complete():
         assert "get_params" not in public and "set_output" not in public, public
 
 
-def test_pending_entries_exist():
-    # A PENDING entry whose object has gone or been renamed must not linger.
-    tops = _top_level()
-    for key in PENDING:
-        assert key in tops, f"PENDING lists {key}, which is not a public object any more"
-
-
 def _errors(public):
     path, _ = PUBLIC[public]
     result = numpydoc_validate.validate(path)
     return [f"{code}: {message}" for code, message in result["errors"] if code not in IGNORED]
 
 
-@pytest.mark.parametrize("public", list(_params()))
+@pytest.mark.parametrize("public", list(PUBLIC))
 def test_numpydoc(public):
     errors = _errors(public)
     assert not errors, f"{PUBLIC[public][0]}:\n  " + "\n  ".join(errors)
@@ -209,8 +176,7 @@ def test_validation_catches_a_bad_docstring():
 
 
 @pytest.mark.parametrize("public", [
-    p for p, (_, obj) in PUBLIC.items()
-    if ">>>" in (obj.__doc__ or "") and _pending_reason(p) is None])
+    p for p, (_, obj) in PUBLIC.items() if ">>>" in (obj.__doc__ or "")])
 def test_examples_run(public):
     path, obj = PUBLIC[public]
     if isinstance(obj, property):
