@@ -26,8 +26,9 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
 from fastkern._eigen import block_eigsh, column_signs, randomized_eigsh
-from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, kernel_constraints,
-                                  kernel_gram, resolve_gamma, structured_kernel, validate_input)
+from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_precomputed,
+                                  kernel_constraints, kernel_gram, resolve_gamma,
+                                  structured_kernel, validate_input)
 from fastkern._threads import limits_blas
 from fastkern._validation import (_all_finite, check_real, is_dask_array, memory_budget_bytes,
                                   parse_memory_budget)
@@ -306,7 +307,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     @property
     def _precomputed(self):
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return is_precomputed(self.kernel)
 
     def _solver_name(self):
         """eigen_solver with a deprecated name replaced, after a FutureWarning."""
@@ -494,9 +495,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _kernel_spec(self, X=None, gamma=None):
         """The estimator's kernel as one KernelSpec (gamma: the fitted one, else resolved on X)."""
-        return KernelSpec.from_params(
-            self.kernel, gamma=self.gamma if gamma is None else gamma, degree=self.degree,
-            coef0=self.coef0, kernel_params=self.kernel_params, n_threads=self.n_threads, X=X)
+        return KernelSpec.of(self, gamma=self.gamma if gamma is None else gamma, X=X)
 
     def _store_eigenpairs(self, eigenvalues, eigenvectors, dtype):
         """The one post-processing of every solver's eigenpairs, as scikit-learn's KernelPCA.
@@ -596,17 +595,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             phi = self._nystroem_map.transform(X).astype(np.float64, copy=False)
             return ((phi - self._nystroem_mean) @ self._nystroem_basis).astype(X.dtype,
                                                                                copy=False)
-        A = np.zeros_like(self.eigenvectors_, dtype=np.float64)
-        nz = self.eigenvalues_ > 0
-        A[:, nz] = self.eigenvectors_[:, nz] / np.sqrt(self.eigenvalues_[nz])
+        A = self._scaled_eigenvectors(np.float64)
+        # K_t 1 comes from the same pass as K_t A (centred_projection needs both).
+        A1 = np.hstack([A, np.ones((self.X_fit_.shape[0], 1))])
         spec = self._kernel_spec(gamma=self.gamma_)
         if client is not None:
-            A1 = np.hstack([A, np.ones((self.X_fit_.shape[0], 1))])
             KA1 = _dask.cross_product(self.X_fit_, spec, X, A1, bounds, client=client,
                                       timeout=timeout)
         else:
             KA1 = large_n.transform_products(
-                self.X_fit_, spec, A, X, memory_budget=parse_memory_budget(self.memory_budget))
+                self.X_fit_, spec, A1, X, memory_budget=parse_memory_budget(self.memory_budget))
         return large_n.centred_projection(KA1, A, self._fit_row_means,
                                           self._fit_grand_mean).astype(X.dtype, copy=False)
 
@@ -787,10 +785,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             K = self._kernel(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_,
                              gamma=self.gamma_)
         K = self._centerer.transform(K, copy=False)
+        return K @ self._scaled_eigenvectors(self.eigenvectors_.dtype)
+
+    def _scaled_eigenvectors(self, dtype):
+        """eigenvectors_ / sqrt(eigenvalues_), zero columns for zero eigenvalues (clipped >= 0)."""
+        scaled = np.zeros_like(self.eigenvectors_, dtype=dtype)
         nonzero = np.flatnonzero(self.eigenvalues_)
-        scaled = np.zeros_like(self.eigenvectors_)
         scaled[:, nonzero] = self.eigenvectors_[:, nonzero] / np.sqrt(self.eigenvalues_[nonzero])
-        return K @ scaled
+        return scaled
 
     @limits_blas
     def inverse_transform(self, X):

@@ -22,8 +22,8 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_c
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from fastkern._kernel_api import (gram_dtype, kernel_constraints, kernel_gram, resolve_gamma,
-                                  validate_input)
+from fastkern._kernel_api import (gram_dtype, is_precomputed, kernel_constraints, kernel_gram,
+                                  resolve_gamma, validate_input)
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._threads import limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
@@ -108,7 +108,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
     @property
     def _precomputed(self):
-        return isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return is_precomputed(self.kernel)
 
     def _kernel_dtype(self, X):
         """dtype of the Gram matrix of X, as fastkern (and scikit-learn) compute it.

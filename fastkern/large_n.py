@@ -264,8 +264,8 @@ def centred_projection(KA1, A, row_means, grand_mean):
     return KA
 
 
-def transform_products(X_fit, spec, A, X, *, memory_budget=None):
-    """Compute K(X, X_fit) @ [A, 1] in-process, the pass :func:`centred_projection` needs.
+def transform_products(X_fit, spec, A1, X, *, memory_budget=None):
+    """Compute K(X, X_fit) @ A1 in-process, the pass :func:`centred_projection` needs.
 
     Parameters
     ----------
@@ -273,8 +273,8 @@ def transform_products(X_fit, spec, A, X, *, memory_budget=None):
         Training rows.
     spec : fastkern._kernel_api.KernelSpec
         The kernel.
-    A : ndarray of shape (N, k)
-        Scaled eigenvectors.
+    A1 : ndarray of shape (N, k + 1)
+        The scaled eigenvectors with a column of ones appended.
     X : ndarray of shape (n_new, n_features)
         New rows.
     memory_budget : int, default=None
@@ -285,7 +285,6 @@ def transform_products(X_fit, spec, A, X, *, memory_budget=None):
     KA1 : ndarray of shape (n_new, k + 1)
         The product, in float64.
     """
-    A1 = np.hstack([A, np.ones((X_fit.shape[0], 1))])
     op = KernelOperator.from_spec(X_fit, spec, memory_budget=memory_budget)
     with pass_label("transform"):
         return op.matmat(A1, X)
