@@ -24,11 +24,9 @@ import math
 import numpy as np
 from scipy.linalg import lapack
 
-from fastkern import _matfree
 from fastkern._kernel_api import kernel_gram
 from fastkern._linalg import restore_factored_triangle
 from fastkern._operator import KernelOperator
-from fastkern._threads import blas_limit
 from fastkern.pairwise import KERNEL_CODES
 
 #: String kernels with a compiled matrix-free product (the mixed path's kernels).
@@ -61,27 +59,13 @@ def gram32(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
     return K
 
 
-class SymmetricProduct:
+def _symmetric_product(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
     """V -> K(X, X) @ V in float64 without storing K (X dense float64 C-contiguous)."""
-
-    def __init__(self, X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
-        # KernelOperator prepares the tile loop's inputs (the kernel code and
-        # parameters, X transposed for the direct path, centred rows for BLAS RBF).
-        op = KernelOperator(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                            kernel_params=kernel_params, n_threads=n_threads)
-        if op.compiled is None:
-            raise ValueError(f"kernel {kernel!r} has no compiled matrix-free product")
-        self.op = op
-        self.dtiles = np.empty((op.n_threads, 1))
-
-    def __call__(self, V):
-        op, spec = self.op, self.op.compiled
-        V = np.ascontiguousarray(V, dtype=np.float64)
-        acc = np.empty((op.n_threads,) + V.shape)
-        with blas_limit(1):
-            return _matfree.symmetric_kernel_product(
-                op.X, op.Xt, op.Xc, op.xn, V, acc, op.tiles, self.dtiles, spec.kind,
-                spec.gamma, spec.coef0, spec.degree, op.direct)
+    op = KernelOperator(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+                        kernel_params=kernel_params, n_threads=n_threads)
+    if op.compiled is None:
+        raise ValueError(f"kernel {kernel!r} has no compiled matrix-free product")
+    return op.symmetric_matmat
 
 
 def _factor_solve(factor, R):
@@ -162,7 +146,7 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
         K *= s32[:, None]
         K *= s32[None, :]
     diag = K.diagonal().copy()
-    product = SymmetricProduct(X, **params)
+    product = _symmetric_product(X, **params)
     out = np.empty(Y.shape)
     groups = np.unique(alphas)
     info = {"passes": []}

@@ -190,6 +190,41 @@ class KernelOperator:
         V = np.ascontiguousarray(V, dtype=np.float64)
         return self._product(V, A)
 
+    def symmetric_matmat(self, V):
+        """Compute K(X, X) @ V from the tiles on and above the diagonal only.
+
+        Half the kernel evaluations of :meth:`matmat`; each thread sums into
+        its own (n, b) buffer, so the result is the same run to run for a
+        given thread count (but not across thread counts).
+
+        Parameters
+        ----------
+        V : array-like of shape (n_samples, b)
+            The block to multiply (converted to C-contiguous float64).
+
+        Returns
+        -------
+        KV : ndarray of shape (n_samples, b)
+            The product, in float64.
+
+        Raises
+        ------
+        ValueError
+            If the kernel has no compiled tile loop or X is not float64.
+        """
+        spec = self.compiled
+        if spec is None or self.X.dtype != np.float64:
+            raise ValueError("the symmetric product needs float64 X and a kernel of the "
+                             "compiled tile loops")
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        acc = np.empty((self.n_threads,) + V.shape)
+        # One float64 scratch value per thread: dtiles only serve float32 data.
+        dtiles = np.empty((self.n_threads, 1))
+        with blas_limit(1):
+            return _matfree.symmetric_kernel_product(
+                self.X, self.Xt, self.Xc, self.xn, V, acc, self.tiles, dtiles, spec.kind,
+                spec.gamma, spec.coef0, spec.degree, self.direct)
+
     def row_sums(self, A=None):
         """Compute the row sums K(A, X) @ 1.
 
