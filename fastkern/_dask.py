@@ -9,7 +9,7 @@ How it runs
 when X is a ``dask.array`` (on the default client) or a ``distributed.Client``
 is given (``fit(X, client=client)``); without either it runs in-process with
 OpenMP.  Each pass over the kernel matrix (one per product of the
-eigensolver, plus one for the row means) scatters X and the current block V
+eigensolver; the first also gives the row means) scatters X and the current block V
 to the cluster and submits one task per row block of X, which computes
 K(X_block, X) @ V with the same Cython tile loop as the in-process solver;
 the client concatenates the results, and the eigensolver
@@ -236,10 +236,7 @@ def _block_task(Z, V, A, start, stop, spec, host_threads):
 
     spec = replace(spec, n_threads=_task_threads(host_threads, spec.n_threads))
     op = KernelOperator.from_spec(Z, spec)
-    rows = (Z if A is None else A)[start:stop]
-    if V is None:
-        return op.row_sums(rows)[:, None]
-    return op.matmat(V, rows)
+    return op.matmat(V, (Z if A is None else A)[start:stop])
 
 
 class _Passes:
@@ -294,7 +291,7 @@ class _Passes:
                                                    client.nthreads))
         Zf = scatter(self.Z, "X")
         Af = None if A is None else scatter(A, "the rows to transform")
-        Vf = None if V is None else scatter(np.ascontiguousarray(V, dtype=np.float64), "V")
+        Vf = scatter(np.ascontiguousarray(V, dtype=np.float64), "V")
         futures = [client.submit(_block_task, Zf, Vf, Af, int(a), int(b), self.spec,
                                  host_threads, pure=False, retries=3)
                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
@@ -319,7 +316,7 @@ def connect(client, timeout):
 
 
 def fit_products(X, bounds, spec, *, client, timeout=DEFAULT_TIMEOUT):
-    """(matmat, row_sums) of K(X, X), each product one pass over the cluster.
+    """matmat(V) = K(X, X) @ V, each product one pass over the cluster.
 
     X is the validated training data (:func:`materialize`), bounds its row
     blocks (None: about four per worker thread).  Every pass must finish
@@ -328,7 +325,7 @@ def fit_products(X, bounds, spec, *, client, timeout=DEFAULT_TIMEOUT):
     if bounds is None:
         bounds = _row_bounds(X.shape[0], client, timeout)
     passes = _Passes(client, X, bounds, spec, timeout)
-    return passes.run, lambda: passes.run(None)[:, 0]
+    return passes.run
 
 
 def cross_product(X_fit, spec, X, V, bounds=None, *, client, timeout=DEFAULT_TIMEOUT):

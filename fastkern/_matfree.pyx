@@ -43,16 +43,15 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
                          Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1,
                          const KernelSpec *spec, bint symmetric, floating *tile,
                          double *dtile) noexcept nogil:
-    """out[i0:i0+bi] (+)= K(X[i0:i0+bi], Z[c0:c1]) @ V[c0:c1], or the row sums of K when V is NULL.
+    """out[i0:i0+bi] (+)= K(X[i0:i0+bi], Z[c0:c1]) @ V[c0:c1].
 
-    out is row-major with b columns (one column for row sums); the column
+    out is row-major with b columns; the column
     range starting at 0 overwrites out, later ranges add to it, so calling
     it on consecutive column ranges gives the whole product, summed in the
     same order whatever the ranges.
     """
     cdef Py_ssize_t j0, bj, i, j
     cdef bint diag
-    cdef double s
     cdef double *T
     cdef double one = 1.0, beta
     cdef char tn = b'N'
@@ -77,22 +76,12 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
                 for j in range(bj):
                     dtile[i * TILE + j] = tile[i * TILE + j]
             T = dtile
-        if V == NULL:
-            for i in range(bi):
-                s = 0.0
-                for j in range(bj):
-                    s = s + T[i * TILE + j]
-                if j0 == 0:
-                    out[i0 + i] = s
-                else:
-                    out[i0 + i] += s
-        else:
-            # Row-major out_I (bi x b) += T (bi x bj) @ V_J (bj x b) is, in
-            # BLAS's column-major view, out_I^T += V_J^T @ T^T: no transposes.
-            jb = <int> bj
-            beta = 0.0 if j0 == 0 else 1.0
-            dgemm(&tn, &tn, &b, &ib, &jb, &one, <double *> V + j0 * b, &b,
-                  T, &ldt, &beta, out + i0 * b, &b)
+        # Row-major out_I (bi x b) += T (bi x bj) @ V_J (bj x b) is, in
+        # BLAS's column-major view, out_I^T += V_J^T @ T^T: no transposes.
+        jb = <int> bj
+        beta = 0.0 if j0 == 0 else 1.0
+        dgemm(&tn, &tn, &b, &ib, &jb, &one, <double *> V + j0 * b, &b,
+              T, &ldt, &beta, out + i0 * b, &b)
         j0 += TILE
 
 
@@ -103,7 +92,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                    double[:, ::1] dtiles, int kind, double gamma, double coef0,
                    double degree, bint direct, bint symmetric, int n_threads,
                    progress=None):
-    """out = K(X, Z) @ V, or out[:, 0] = K(X, Z) @ 1 when V has no columns.
+    """out = K(X, Z) @ V (V has at least one column).
 
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
     rows) for the direct path (any C-contiguous array otherwise); for the BLAS
@@ -123,7 +112,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
     cdef const double *Zc_p = &Zc[0, 0] if zn_p != NULL else NULL
-    cdef const double *V_p = &V[0, 0] if b > 0 else NULL
+    cdef const double *V_p
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Zp = &Z[0, 0]
     cdef const floating *Ztp = &Zt[0, 0]
@@ -134,8 +123,9 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef Batches batches
     if tiles.shape[0] < n_threads or tiles.shape[1] < TILE * TILE:
         raise ValueError("scratch tiles too small for n_threads")
-    if b == 0:
-        b = 1
+    if b < 1 or V.shape[0] != m or out.shape[0] != n or out.shape[1] != b:
+        raise ValueError("V must be (m, b) with b >= 1 and out (n, b)")
+    V_p = &V[0, 0]
     # One row block (TILE rows against all of Z) can take seconds at large m,
     # so work runs in time-bounded batches (fastkern._batches: Ctrl-C is seen
     # between them) of GROUP row blocks x a range of column tiles.  Each row
@@ -166,7 +156,8 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                              const double[:, ::1] Xc, const double[::1] xn,
                              const double[:, ::1] V, double[:, :, ::1] acc,
                              double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
-                             double gamma, double coef0, double degree, bint direct):
+                             double gamma, double coef0, double degree, bint direct,
+                             progress=None):
     """Return K(X, X) @ V from the tiles on and above the diagonal only.
 
     Half the kernel evaluations of ``kernel_product(X, X, ...)``: the tile
@@ -175,14 +166,16 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     acc[thread] ((n_threads, n, b), zeroed here), summed at the end.  The tiles
     are dealt out in fixed batches with a static schedule, so the result is the
     same from run to run for a given thread count; Ctrl-C is seen between
-    batches.  float64 only (fastkern.kernel_ridge's mixed-precision residuals);
-    arguments as ``kernel_product`` with Z = X, validated by the caller.
+    batches, and progress (as ``kernel_product``'s) is called about every half
+    percent of the tiles.  float64 only (the matrix-free KernelPCA's products,
+    fastkern.kernel_ridge's mixed-precision residuals); arguments as
+    ``kernel_product`` with Z = X, validated by the caller.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + TILE - 1) // TILE
     cdef Py_ssize_t ntasks = nb * (nb + 1) // 2, t, t0, t1, I, J, i0, j0, bi, bj, k
     cdef int n_threads = <int> acc.shape[0], b = <int> V.shape[1], tid, ib, jb
     cdef int ldt = TILE
-    cdef Py_ssize_t batch = 16 * n_threads, dld = dtiles.shape[1]
+    cdef Py_ssize_t batch = 16 * n_threads, dld = dtiles.shape[1], reported = 0
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
@@ -230,6 +223,9 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                     dgemm(&tn, &tt, &b, &jb, &ib, &one, &V[0, 0] + i0 * b, &b, tile, &ldt,
                           &one, A + j0 * b, &b)
         PyErr_CheckSignals()
+        if progress is not None and ((t1 - reported) * 200 >= ntasks or t1 == ntasks):
+            reported = t1
+            progress(t1 / <double> ntasks)
     out = np.asarray(acc[0]).copy()
     for k in range(1, n_threads):
         out += np.asarray(acc[k])

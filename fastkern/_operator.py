@@ -1,6 +1,6 @@
 """The matrix-free kernel operator: products with K(A, X) without storing K.
 
-``KernelOperator`` returns K(A, X) @ V and K(A, X) @ 1 computed tile by tile
+``KernelOperator`` returns K(A, X) @ V computed tile by tile
 (``fastkern._matfree``) for the kernels the compiled loops have, and in row
 blocks through ``KernelSpec.gram`` for the others.  It knows nothing of
 eigensolvers or estimators: ``fastkern.large_n``'s solvers and the Dask
@@ -38,7 +38,7 @@ def reporting_progress(sink):
     Parameters
     ----------
     sink : callable
-        Called as ``sink(label, fraction)``: label says which pass ("row means",
+        Called as ``sink(label, fraction)``: label says which pass ("pass 1",
         "pass 3, largest residual 2.1e-05", "transform"), fraction runs from 0
         to 1 within it.
 
@@ -179,8 +179,7 @@ class KernelOperator:
         V : array-like of shape (n_samples, b)
             The block to multiply (converted to C-contiguous float64).
         A : ndarray of shape (n_A, n_features), default=None
-            Rows of the kernel's first argument; None means X itself (the
-            symmetric product, which computes half the tiles).
+            Rows of the kernel's first argument; None means X itself.
 
         Returns
         -------
@@ -189,6 +188,11 @@ class KernelOperator:
         """
         V = np.ascontiguousarray(V, dtype=np.float64)
         return self._product(V, A)
+
+    @property
+    def has_symmetric_product(self):
+        """Whether :meth:`symmetric_matmat` is available (float64 X, a compiled kernel)."""
+        return self.compiled is not None and self.X.dtype == np.float64
 
     def symmetric_matmat(self, V):
         """Compute K(X, X) @ V from the tiles on and above the diagonal only.
@@ -210,46 +214,35 @@ class KernelOperator:
         Raises
         ------
         ValueError
-            If the kernel has no compiled tile loop or X is not float64.
+            If the kernel has no compiled tile loop or X is not float64
+            (:attr:`has_symmetric_product` is False).
         """
-        spec = self.compiled
-        if spec is None or self.X.dtype != np.float64:
+        if not self.has_symmetric_product:
             raise ValueError("the symmetric product needs float64 X and a kernel of the "
                              "compiled tile loops")
+        spec = self.compiled
         V = np.ascontiguousarray(V, dtype=np.float64)
+        if V.shape[1] == 0:
+            return np.zeros(V.shape)
         acc = np.empty((self.n_threads,) + V.shape)
         # One float64 scratch value per thread: dtiles only serve float32 data.
         dtiles = np.empty((self.n_threads, 1))
+        progress = _report_fraction()
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
                 self.X, self.Xt, self.Xc, self.xn, V, acc, self.tiles, dtiles, spec.kind,
-                spec.gamma, spec.coef0, spec.degree, self.direct)
-
-    def row_sums(self, A=None):
-        """Compute the row sums K(A, X) @ 1.
-
-        Parameters
-        ----------
-        A : ndarray of shape (n_A, n_features), default=None
-            Rows of the kernel's first argument; None means X itself.
-
-        Returns
-        -------
-        sums : ndarray of shape (n_A,)
-            The row sums, in float64.
-        """
-        if self.compiled is not None:
-            return self._product(np.empty((self.X.shape[0], 0)), A)[:, 0]
-        return self._product(np.ones((self.X.shape[0], 1)), A)[:, 0]
+                spec.gamma, spec.coef0, spec.degree, self.direct, progress)
 
     def _product(self, V, A):
         symmetric = A is None
         A = self.X if symmetric else A
+        if V.shape[1] == 0:
+            return np.zeros((A.shape[0], 0))
         if self.compiled is None:
             return self._product_blocks(V, A, symmetric)
         progress = _report_fraction()
         spec = self.compiled
-        out = np.empty((A.shape[0], max(V.shape[1], 1)))
+        out = np.empty((A.shape[0], V.shape[1]))
         Ac, an = self.Xc, self.xn
         if self.mean is not None and not symmetric:
             Ac, an = _gram.centred_rows(A, self.mean, self.n_threads)

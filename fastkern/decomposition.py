@@ -525,7 +525,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _fit_large_n(self, X, solver, products=None):
         """eigen_solver="matrix-free" or "nystrom" (fastkern.large_n): the Gram is never stored.
 
-        products(spec) gives the (matmat, row_sums) of another backend (Dask);
+        products(spec) gives the matmat(V) = K @ V of another backend (Dask);
         None computes them here.
         """
         from fastkern import large_n
@@ -558,9 +558,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                                  f"got shape {X.shape}")
             k = self._large_n_components(n, n - 1, solver)
-            matmat, row_sums = (large_n.in_process_products(X, spec, memory_budget=budget)
-                                if products is None else products(spec))
-            fit = large_n.matrix_free_eigenpairs(n, k, matmat, row_sums, tol=self.tol,
+            matmat = (large_n.in_process_products(X, spec, memory_budget=budget)
+                      if products is None else products(spec))
+            fit = large_n.matrix_free_eigenpairs(n, k, matmat, tol=self.tol,
                                                  max_iter=self.max_iter,
                                                  random_state=self.random_state,
                                                  verbose=self.verbose)

@@ -742,8 +742,8 @@ def test_kpca_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     proc = fastkern(*args, "--progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [s for s in proc.stderr.splitlines() if s.startswith("[fastkern kpca] ")]
-    assert lines[0].startswith("[fastkern kpca] row means: done (0:")
-    assert lines[1].startswith("[fastkern kpca] pass 2: done")
+    assert lines[0].startswith("[fastkern kpca] pass 1: done (0:")
+    assert lines[1].startswith("[fastkern kpca] pass 2, largest residual ")
     assert all(": done (" in s for s in lines) and len(lines) >= 4
     # The default on a non-terminal stderr, and --no-progress: no bar.
     for flags in ((), ("--no-progress",)):

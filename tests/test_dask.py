@@ -203,7 +203,7 @@ def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypat
     async def scatter_then_kill(self, data, **kwargs):
         future = await scatter(self, data, **kwargs)
         scatters.append(data.shape)
-        if len(scatters) == 4:  # pass 1 scatters X, pass 2 X and V, pass 3 X first
+        if len(scatters) == 5:  # passes 1 and 2 scatter X and V, pass 3 X first
             assert data.shape == X.shape
             # On the event loop, where the in-process scheduler's state is safe to read.
             holder, = self.cluster.scheduler.tasks[future.key].who_has

@@ -108,14 +108,11 @@ def test_batched_matrix_free_product_equals_one_pass(n_threads, monkeypatch):
     V = rng.normal(size=(1030, 5))
     op = KernelOperator(X, kernel="rbf", gamma=0.02, n_threads=n_threads)
     reference = op.matmat(V)
-    sums = op.row_sums()
     # A tiny target makes every batch one column tile after the first.
     monkeypatch.setattr(_batches, "TARGET", 1e-9)
     np.testing.assert_array_equal(op.matmat(V), reference)
-    np.testing.assert_array_equal(op.row_sums(), sums)
     K = skp.rbf_kernel(X, gamma=0.02)
     np.testing.assert_allclose(reference, K @ V, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(sums, K.sum(axis=1), rtol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

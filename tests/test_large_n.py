@@ -11,6 +11,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.preprocessing import KernelCenterer
 
 import fastkern.kernels as fk
+from fastkern._kernel_api import KernelSpec
 from fastkern.decomposition import KernelPCA
 from fastkern._validation import parse_memory_budget
 from fastkern.large_n import KernelOperator
@@ -79,9 +80,16 @@ def test_kernel_product_matches_numpy(kernel, kw, d, dtype):
     rtol = 1e-12 if dtype == np.float64 else 1e-5
     _assert_product(op.matmat(V), K, V, rtol)
     _assert_product(op.matmat(V, A), Kt, V, rtol)
-    ones = np.ones((601, 1))
-    _assert_product(op.row_sums()[:, None], K, ones, rtol)
-    _assert_product(op.row_sums(A)[:, None], Kt, ones, rtol)
+    if dtype == np.float64:
+        # Half the tiles, each serving two blocks of the product.
+        assert op.has_symmetric_product
+        _assert_product(op.symmetric_matmat(V), K, V, rtol)
+        assert op.symmetric_matmat(V[:, :0]).shape == (601, 0)
+    else:
+        assert not op.has_symmetric_product
+        with pytest.raises(ValueError, match="symmetric product needs float64"):
+            op.symmetric_matmat(V)
+    assert op.matmat(V[:, :0], A).shape == (77, 0)
 
 
 def test_kernel_product_other_kernels_and_threads():
@@ -357,8 +365,10 @@ def test_progress_reports_every_pass_from_0_to_1(kernel):
         est.fit(X)
         est.transform(X[:7])
     labels = list(dict.fromkeys(label for label, _ in calls))
-    assert labels[0] == "row means" and labels[-1] == "transform"
-    assert labels[1] == "pass 2" and "largest residual" in labels[-2]
+    # The first pass also gives the row means (a column of ones in its block).
+    assert labels[0] == "pass 1" and labels[-1] == "transform"
+    assert labels[1].startswith("pass 2, largest residual ")
+    assert "largest residual" in labels[-2]
     for label in labels:
         fractions = [f for lab, f in calls if lab == label]
         assert fractions[0] == 0 and fractions[-1] == 1
@@ -384,3 +394,22 @@ def test_gamma_strings_resolved_once_on_the_training_data(gamma):
         # transform uses the training value, not one re-estimated on the new rows
         np.testing.assert_allclose(np.abs(est.transform(X[:9] + 3)),
                                    np.abs(dense.transform(X[:9] + 3)), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_in_process_products_use_half_the_tiles_for_float64(dtype, monkeypatch):
+    """float64 products evaluate only the tiles on and above the diagonal; float32 all of them."""
+    from fastkern import _matfree, large_n
+
+    X = _data(530, 3, dtype)
+    calls = []
+    for name in ("kernel_product", "symmetric_kernel_product"):
+        original = getattr(_matfree, name)
+        monkeypatch.setattr(_matfree, name, lambda *a, _f=original, _n=name, **k: (
+            calls.append(_n), _f(*a, **k))[1])
+    spec = KernelSpec.from_params("rbf", gamma=0.3, n_threads=2, X=X)
+    matmat = large_n.in_process_products(X, spec)
+    V = RNG.standard_normal((530, 4))
+    _assert_product(matmat(V), _sk_gram(X.astype(np.float64), gamma=0.3), V,
+                    1e-12 if dtype == np.float64 else 1e-5)
+    assert calls == ["symmetric_kernel_product" if dtype == np.float64 else "kernel_product"]
