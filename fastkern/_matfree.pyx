@@ -45,10 +45,10 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
                          double *dtile) noexcept nogil:
     """out[i0:i0+bi] (+)= K(X[i0:i0+bi], Z[c0:c1]) @ V[c0:c1].
 
-    out is row-major with b columns; the column
-    range starting at 0 overwrites out, later ranges add to it, so calling
-    it on consecutive column ranges gives the whole product, summed in the
-    same order whatever the ranges.
+    out is row-major with b columns; the column range starting at 0
+    overwrites out, later ranges add to it, so calling it on consecutive
+    column ranges gives the whole product, summed in the same order whatever
+    the ranges.
     """
     cdef Py_ssize_t j0, bj, i, j
     cdef bint diag
