@@ -21,7 +21,8 @@ so for a block V (N x b), with s = 1^T V (1 x b),
 
 and only K V needs the kernel: ``fastkern._matfree`` computes it tile by tile
 (one pass over K per product; r and m come from the first product, which
-carries a column of ones).  A new block X_t (n_t rows) is centred with the training means, as ``KernelCenterer``:
+carries a column of ones).  A new block X_t (n_t rows) is centred with the
+training means, as ``KernelCenterer``:
 
     K~_t A = K_t A - 1 (r^T A) - k_t (1^T A) + m 1 (1^T A),   k_t = K_t 1 / N,
 
@@ -112,7 +113,7 @@ def in_process_products(X, spec, *, memory_budget=None):
     For float64 X and a kernel of the compiled tile loops, each product
     evaluates only the tiles on and above the diagonal
     (``KernelOperator.symmetric_matmat``: half the kernel evaluations; at
-    N=40,000, d=16 on 2 cores a pass took 0.6 of the full product's time).
+    N=40,000, d=16 on 2 cores a pass took 0.7 of the full product's time).
 
     Parameters
     ----------
@@ -148,10 +149,10 @@ class _Progress:
         if self.verbose and not logger.hasHandlers():
             print("[fastkern] " + msg % args, file=sys.stderr)
 
-    def timed(self, fn, label=None):
+    def timed(self, fn):
         def wrapped(*args):
             t0 = time.perf_counter()
-            token = _PASS_LABEL.set(label or self.pass_label())
+            token = _PASS_LABEL.set(self.pass_label())
             try:
                 result = fn(*args)
             finally:
