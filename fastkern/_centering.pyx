@@ -20,6 +20,17 @@ import numpy as np
 from fastkern._batches cimport Batches
 
 
+cdef extern from "fk_matmat.h" nogil:
+    int FK_MM_ROWS
+    int fk_mm_fast_available()
+    void fk_mm_rows(const double *K, Py_ssize_t ldk, Py_ssize_t r0, Py_ssize_t r1,
+                    Py_ssize_t n, const double *V, Py_ssize_t bp, double *out, int fast)
+
+
+#: Whether this CPU runs gram_matmat's AVX2+FMA code (fk_matmat.h).
+FAST_MATMAT = bool(fk_mm_fast_available())
+
+
 cdef enum:
     # Columns per block of the means pass: a block's column sums (4 KiB) stay
     # in L1 while its rows stream past, and the per-block partial row sums
@@ -159,3 +170,34 @@ def column_means(const floating[:, ::1] K, int n_threads):
     for j in range(m):
         c[j] /= n
     return np.asarray(c), float(np.mean(c))
+
+
+def gram_matmat(const double[:, ::1] K, const double[:, ::1] V, double[:, ::1] out,
+                int n_threads, bint fast=True):
+    """out = K @ V for C-contiguous float64 K (m x n), V (n x b), out (m x b), b % 4 == 0.
+
+    For the narrow blocks of the block eigensolver, where BLAS is slow (see
+    src/fk_matmat.h).  Blocks of rows are dealt dynamically to the threads;
+    each row is summed by one thread in a fixed order, so the result is the
+    same for any thread count.  fast=False forces the portable code (tests).
+    """
+    cdef Py_ssize_t m = K.shape[0], n = K.shape[1], bp = V.shape[1], blk, nblk, r0
+    # Rows per task: a multiple of the kernel's rows, small enough to balance.
+    cdef Py_ssize_t rows = 8 * FK_MM_ROWS
+    cdef int use_fast = fast and FAST_MATMAT
+    if V.shape[0] != n or out.shape[0] != m or out.shape[1] != bp:
+        raise ValueError(f"shapes do not match: K {m}x{n}, V {V.shape[0]}x{bp}, "
+                         f"out {out.shape[0]}x{out.shape[1]}")
+    if bp % 4 != 0:
+        raise ValueError(f"V must have a multiple of 4 columns, got {bp}")
+    if m == 0 or bp == 0:
+        return
+    if n == 0:
+        out[:, :] = 0.0
+        return
+    nblk = (m + rows - 1) // rows
+    with nogil:
+        for blk in prange(nblk, num_threads=n_threads, schedule='dynamic'):
+            r0 = blk * rows
+            fk_mm_rows(&K[0, 0], n, r0, min(m, r0 + rows), n, &V[0, 0], bp, &out[0, 0],
+                       use_fast)

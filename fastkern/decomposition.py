@@ -465,7 +465,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 op = CentredGram(K, row_means, self._centerer.K_fit_rows_,
                                  self._centerer.K_fit_all_)
             else:
-                op = CentredGram(K, symmetric=True)
+                op = CentredGram(K, symmetric=True, n_threads=self.n_threads)
             eigenvalues, eigenvectors = self._eigen(op, solver, k)
             self._centerer._set_means(op.col_means, op.grand_mean)
         else:

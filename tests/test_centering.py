@@ -422,6 +422,112 @@ def test_centred_matmat_equals_explicit_centring(n, dtype, symmetric):
     assert_array_equal(K, before)  # K itself is never modified
 
 
+@pytest.mark.parametrize("m,n", [(1, 1), (2, 2), (5, 7), (7, 5), (13, 255), (49, 257),
+                                 (257, 513), (97, 1100)])
+@pytest.mark.parametrize("bp", [4, 8, 12, 20, 36])
+@pytest.mark.parametrize("fast", [True, False])
+def test_gram_matmat_against_numpy(m, n, bp, fast):
+    # Ragged edges everywhere: rows not a multiple of the kernel's 6 or of a
+    # task's 48, columns of K across the 512-column chunks, column groups of
+    # 8 with a group of 4 left over; fast=False is the portable code.
+    from fastkern._centering import gram_matmat
+
+    rng = np.random.default_rng(m * 1000 + n + bp)
+    K = rng.standard_normal((m, n))
+    V = rng.standard_normal((n, bp))
+    K.setflags(write=False)
+    V.setflags(write=False)  # only read
+    out = np.full((m, bp), np.nan)
+    gram_matmat(K, V, out, 2, fast)
+    expected = K @ V
+    bound = 4 * n * np.finfo(float).eps * (np.abs(K) @ np.abs(V))
+    assert np.all(np.abs(out - expected) <= bound)
+    one = np.full((m, bp), np.nan)
+    gram_matmat(K, V, one, 1, fast)
+    assert_array_equal(one, out)  # each row summed in the same order for any thread count
+
+
+def test_gram_matmat_accuracy_against_exact_sums():
+    # Adversarial magnitudes (entries from 1e-8 to 1e8 with cancellation):
+    # the error stays within n eps of |K| |V| against sums taken exactly.
+    import math
+
+    from fastkern._centering import gram_matmat
+
+    rng = np.random.default_rng(3)
+    n = 600
+    K = rng.standard_normal((13, n)) * 10.0 ** rng.integers(-8, 9, size=(13, n))
+    V = rng.standard_normal((n, 8)) + 1e4
+    out = np.empty((13, 8))
+    gram_matmat(K, V, out, 2)
+    for i in range(13):
+        for c in range(8):
+            exact = _exact_dot(K[i], V[:, c])
+            bound = n * np.finfo(float).eps * float(np.abs(K[i]) @ np.abs(V[:, c]))
+            assert abs(out[i, c] - exact) <= bound
+
+
+def _exact_dot(a, b):
+    """sum(a * b) exactly rounded: the products split exactly (Dekker) before fsum."""
+    import math
+
+    prods = []
+    for x, y in zip(a.tolist(), b.tolist()):
+        p = x * y
+        prods.append(p)
+        prods.append(math.fma(x, y, -p) if hasattr(math, "fma") else _two_product_error(x, y, p))
+    return math.fsum(prods)
+
+
+def _two_product_error(x, y, p):
+    split = 134217729.0  # 2^27 + 1
+    def halves(v):
+        t = split * v
+        hi = t - (t - v)
+        return hi, v - hi
+    xh, xl = halves(x)
+    yh, yl = halves(y)
+    return ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+
+
+def test_gram_matmat_rejects_bad_shapes():
+    from fastkern._centering import gram_matmat
+
+    K = np.zeros((5, 6))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        gram_matmat(K, np.zeros((6, 3)), np.zeros((5, 3)), 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        gram_matmat(K, np.zeros((5, 4)), np.zeros((5, 4)), 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        gram_matmat(K, np.zeros((6, 4)), np.zeros((6, 4)), 1)
+    with pytest.raises(ValueError):  # not C-contiguous: the memoryview refuses it
+        gram_matmat(np.zeros((6, 5)).T, np.zeros((6, 4)), np.zeros((5, 4)), 1)
+
+
+@pytest.mark.parametrize("p", [1, 3, 4, 11, 16])
+def test_centred_gram_own_product_matches_blas(p, monkeypatch):
+    # With symmetric=True on an AVX2+FMA CPU, K V comes from gram_matmat
+    # (padded to a multiple of 4 columns, plus the ones column on the first
+    # call); without it, from BLAS.  Both must give the same operator.
+    from fastkern import _centering
+    from fastkern.centering import CentredGram
+
+    K = gram(301, np.float64)
+    V = np.random.default_rng(p).standard_normal((301, p))
+    scale = np.abs(K).sum() / 301 * np.abs(V).max()
+    op = CentredGram(K, symmetric=True, n_threads=2)
+    assert op._own_product == _centering.FAST_MATMAT
+    first, second = op(V), op(V)
+    monkeypatch.setattr(_centering, "FAST_MATMAT", False)
+    ref = CentredGram(K, symmetric=True)
+    assert not ref._own_product
+    assert_allclose(first, ref(V), atol=1e-13 * scale)
+    assert_allclose(second, first, atol=1e-13 * scale)
+    assert_allclose(op.col_means, ref.col_means, rtol=1e-13)
+    assert_allclose(op.grand_mean, ref.grand_mean, rtol=1e-13)
+    assert_allclose(first, numpy_center(K) @ V, atol=1e-12 * scale)
+
+
 def test_centred_gram_means_from_product_need_float64():
     from fastkern.centering import CentredGram
 

@@ -72,3 +72,51 @@ def test_musl_build_runs(tmp_path):
     # but failed to load: "Error relocating: unsupported relocation type 37".
     values = _run_program(MUSL, tmp_path)
     np.testing.assert_allclose(values, np.exp(INPUTS), rtol=4e-16, atol=0)
+
+
+# fk_matmat.h: both bodies against a plain loop, on a ragged shape (7 rows,
+# 517 columns of K: one full 512-column chunk and a short one; 12 columns of V).
+MATMAT_PROGRAM = r"""
+#include <stdio.h>
+#include <math.h>
+#include "fk_matmat.h"
+enum { M = 7, N = 517, B = 12 };
+static double K[M * N], V[N * B], out[M * B];
+int main(void) {
+    for (int i = 0; i < M * N; i++) K[i] = sin(0.37 * i) * (1 + i % 5);
+    for (int i = 0; i < N * B; i++) V[i] = cos(0.11 * i);
+    int fast = fk_mm_fast_available();
+    for (int pass = 0; pass < 2; pass++) {
+        fk_mm_rows(K, N, 0, M, N, V, B, out, pass == 0 ? fast : 0);
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+            for (int c = 0; c < B; c++) {
+                double s = 0, a = 0;
+                for (int j = 0; j < N; j++) {
+                    s += K[i * N + j] * V[j * B + c];
+                    a += fabs(K[i * N + j] * V[j * B + c]);
+                }
+                double e = fabs(s - out[i * B + c]) / a;
+                if (e > worst) worst = e;
+            }
+        printf("%d %.3g\n", pass == 0 ? fast : 0, worst);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
+def test_matmat_header_runs(cc, tmp_path):
+    if cc is None:
+        pytest.skip("compiler not installed (Debian: musl-tools for musl-gcc)")
+    src = tmp_path / "matmat.c"
+    src.write_text(MATMAT_PROGRAM)
+    exe = tmp_path / "matmat"
+    subprocess.run([cc, "-O3", f"-I{SRC}", str(src), "-o", str(exe), "-lm"],
+                   check=True, capture_output=True, timeout=120)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60)
+    lines = [line.split() for line in out.stdout.splitlines()]
+    assert len(lines) == 2 and lines[1][0] == "0"
+    for _, err in lines:
+        assert float(err) <= 517 * np.finfo(float).eps
