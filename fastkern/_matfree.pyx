@@ -157,25 +157,32 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                              const double[:, ::1] V, double[:, :, ::1] acc,
                              double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
                              double gamma, double coef0, double degree, bint direct,
-                             progress=None):
+                             int n_threads, progress=None):
     """Return K(X, X) @ V from the tiles on and above the diagonal only.
 
     Half the kernel evaluations of ``kernel_product(X, X, ...)``: the tile
     K(X[I], X[J]), J > I, serves both out[I] += T @ V[J] and out[J] += T^T @ V[I].
-    Since two tiles write the same output rows, each thread adds into its own
-    acc[thread] ((n_threads, n, b), zeroed here), summed at the end.  The tiles
-    are dealt out in fixed batches with a static schedule, so the result is the
-    same from run to run for a given thread count; Ctrl-C is seen between
-    batches, and progress (as ``kernel_product``'s) is called about every half
-    percent of the tiles.  float64 only (the matrix-free KernelPCA's products,
-    fastkern.kernel_ridge's mixed-precision residuals); arguments as
-    ``kernel_product`` with Z = X, validated by the caller.
+    Since two tiles write the same output rows, the tiles are split into
+    slots, tile t into slot t % S (S = acc.shape[0]); a slot's tiles are
+    summed into acc[slot] ((S, n, b), zeroed here) in order, and the slots
+    are added in order at the end, so the result is the same from run to run
+    for a given S.  Within each batch of tiles the slots are dealt to the
+    threads dynamically: a thread slowed by another process (OpenBLAS's
+    workers spin for a while after a LAPACK call) takes fewer slots instead
+    of holding the others at the batch's end, as a static split did (the
+    first residual pass after spotrf in fastkern._mixed: 50 ms against 25 ms
+    without the spinning, 39 ms with dynamic slots).  Ctrl-C is seen between
+    batches, and progress (as ``kernel_product``'s) is called about every
+    half percent of the tiles.  float64 only (the matrix-free KernelPCA's
+    products, fastkern.kernel_ridge's mixed-precision residuals); arguments
+    as ``kernel_product`` with Z = X, validated by the caller.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + TILE - 1) // TILE
     cdef Py_ssize_t ntasks = nb * (nb + 1) // 2, t, t0, t1, I, J, i0, j0, bi, bj, k
-    cdef int n_threads = <int> acc.shape[0], b = <int> V.shape[1], tid, ib, jb
+    cdef Py_ssize_t slots = acc.shape[0], slot
+    cdef int b = <int> V.shape[1], tid, ib, jb
     cdef int ldt = TILE
-    cdef Py_ssize_t batch = 16 * n_threads, dld = dtiles.shape[1], reported = 0
+    cdef Py_ssize_t batch = 8 * slots, dld = dtiles.shape[1], reported = 0
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
@@ -187,8 +194,8 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     cdef Py_ssize_t[::1] cols = np.empty(ntasks, dtype=np.intp)
     if tiles.shape[0] < n_threads or tiles.shape[1] < TILE * TILE or dtiles.shape[0] < n_threads:
         raise ValueError("scratch tiles too small for n_threads")
-    if acc.shape[1] != n or acc.shape[2] != b or V.shape[0] != n or b < 1:
-        raise ValueError("acc must have shape (n_threads, n, b) and V (n, b), b >= 1")
+    if slots < 1 or acc.shape[1] != n or acc.shape[2] != b or V.shape[0] != n or b < 1:
+        raise ValueError("acc must have shape (slots, n, b), slots >= 1, and V (n, b), b >= 1")
     k = 0
     for I in range(nb):
         for J in range(I, nb):
@@ -199,34 +206,40 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     for t0 in range(0, ntasks, batch):
         t1 = min(ntasks, t0 + batch)
         with nogil:
-            for t in prange(t0, t1, num_threads=n_threads, schedule='static'):
+            for slot in prange(slots, num_threads=n_threads, schedule='dynamic'):
                 tid = omp_get_thread_num()
-                i0 = rows[t] * TILE
-                j0 = cols[t] * TILE
-                bi = min(<Py_ssize_t> TILE, n - i0)
-                bj = min(<Py_ssize_t> TILE, n - j0)
-                ib = <int> bi
-                jb = <int> bj
                 tile = &tiles[tid, 0]
-                A = &acc[tid, 0, 0]
-                gram_tile(&X[0, 0] + i0 * d, &X[0, 0] + j0 * d, &Xt[0, 0] + (j0 if direct else 0),
-                          n, d, Xc_p + i0 * d if Xc_p != NULL else NULL,
-                          Xc_p + j0 * d if Xc_p != NULL else NULL,
-                          xn_p + i0 if xn_p != NULL else NULL, xn_p + j0 if xn_p != NULL else NULL,
-                          tile, TILE, &dtiles[tid, 0], bi, bj, &spec, i0 == j0 and not direct)
-                # Row-major acc_I (bi x b) += T (bi x bj) @ V_J, in BLAS's
-                # column-major view acc_I^T += V_J^T @ T^T (see _block_product).
-                dgemm(&tn, &tn, &b, &ib, &jb, &one, &V[0, 0] + j0 * b, &b, tile, &ldt,
-                      &one, A + i0 * b, &b)
-                if j0 != i0:
-                    # acc_J (bj x b) += T^T @ V_I: acc_J^T += V_I^T @ T.
-                    dgemm(&tn, &tt, &b, &jb, &ib, &one, &V[0, 0] + i0 * b, &b, tile, &ldt,
-                          &one, A + j0 * b, &b)
+                A = &acc[slot, 0, 0]
+                # This slot's tiles in the batch: t0 <= t < t1 with t % slots == slot.
+                t = t0 + (slot - t0 % slots + slots) % slots
+                while t < t1:
+                    i0 = rows[t] * TILE
+                    j0 = cols[t] * TILE
+                    bi = min(<Py_ssize_t> TILE, n - i0)
+                    bj = min(<Py_ssize_t> TILE, n - j0)
+                    ib = <int> bi
+                    jb = <int> bj
+                    gram_tile(&X[0, 0] + i0 * d, &X[0, 0] + j0 * d,
+                              &Xt[0, 0] + (j0 if direct else 0), n, d,
+                              Xc_p + i0 * d if Xc_p != NULL else NULL,
+                              Xc_p + j0 * d if Xc_p != NULL else NULL,
+                              xn_p + i0 if xn_p != NULL else NULL,
+                              xn_p + j0 if xn_p != NULL else NULL,
+                              tile, TILE, &dtiles[tid, 0], bi, bj, &spec, i0 == j0 and not direct)
+                    # Row-major acc_I (bi x b) += T (bi x bj) @ V_J, in BLAS's
+                    # column-major view acc_I^T += V_J^T @ T^T (see _block_product).
+                    dgemm(&tn, &tn, &b, &ib, &jb, &one, &V[0, 0] + j0 * b, &b, tile, &ldt,
+                          &one, A + i0 * b, &b)
+                    if j0 != i0:
+                        # acc_J (bj x b) += T^T @ V_I: acc_J^T += V_I^T @ T.
+                        dgemm(&tn, &tt, &b, &jb, &ib, &one, &V[0, 0] + i0 * b, &b, tile, &ldt,
+                              &one, A + j0 * b, &b)
+                    t = t + slots
         PyErr_CheckSignals()
         if progress is not None and ((t1 - reported) * 200 >= ntasks or t1 == ntasks):
             reported = t1
             progress(t1 / <double> ntasks)
     out = np.asarray(acc[0]).copy()
-    for k in range(1, n_threads):
+    for k in range(1, slots):
         out += np.asarray(acc[k])
     return out

@@ -197,9 +197,11 @@ class KernelOperator:
     def symmetric_matmat(self, V):
         """Compute K(X, X) @ V from the tiles on and above the diagonal only.
 
-        Half the kernel evaluations of :meth:`matmat`; each thread sums into
-        its own (n, b) buffer, so the result is the same run to run for a
-        given thread count (but not across thread counts).
+        Half the kernel evaluations of :meth:`matmat`.  The tiles are summed
+        into 2 n_threads buffers of shape (n, b), each in a fixed order, and
+        the buffers are dealt to the threads dynamically, so a thread slowed
+        by another process holds up no other; the result is the same run to
+        run for a given thread count (but not across thread counts).
 
         Parameters
         ----------
@@ -224,14 +226,15 @@ class KernelOperator:
         V = np.ascontiguousarray(V, dtype=np.float64)
         if V.shape[1] == 0:
             return np.zeros(V.shape)
-        acc = np.empty((self.n_threads,) + V.shape)
+        # Two buffers per thread: enough slots to balance the threads.
+        acc = np.empty((2 * self.n_threads,) + V.shape)
         # One float64 scratch value per thread: dtiles only serve float32 data.
         dtiles = np.empty((self.n_threads, 1))
         progress = _report_fraction()
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
                 self.X, self.Xt, self.Xc, self.xn, V, acc, self.tiles, dtiles, spec.kind,
-                spec.gamma, spec.coef0, spec.degree, self.direct, progress)
+                spec.gamma, spec.coef0, spec.degree, self.direct, self.n_threads, progress)
 
     def _product(self, V, A):
         symmetric = A is None

@@ -92,6 +92,38 @@ def test_kernel_product_matches_numpy(kernel, kw, d, dtype):
     assert op.matmat(V[:, :0], A).shape == (77, 0)
 
 
+@pytest.mark.parametrize("n", [1, 2, 257, 601])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_symmetric_product_repeats_while_threads_are_disturbed(n, n_threads):
+    # The tiles go to 2 n_threads slots, dealt to the threads dynamically: a
+    # thread slowed by other work takes fewer slots, and the slots land on
+    # other threads from run to run.  Each slot sums its tiles in a fixed
+    # order, so the result must not change, bit for bit, while a second
+    # Python thread competes for the cores.
+    import threading
+
+    X = _data(n, 5, np.float64)
+    V = RNG.standard_normal((n, 4))
+    op = KernelOperator(X, kernel="rbf", gamma=0.2, n_threads=n_threads)
+    first = op.symmetric_matmat(V)
+    _assert_product(first, _sk_gram(X, kernel="rbf", gamma=0.2), V, 1e-12)
+    stop = threading.Event()
+
+    def compete():
+        while not stop.is_set():
+            np.sort(RNG.standard_normal(20000))  # releases the GIL
+
+    rival = threading.Thread(target=compete)
+    rival.start()
+    try:
+        for _ in range(5):
+            np.testing.assert_array_equal(op.symmetric_matmat(V), first)
+    finally:
+        stop.set()
+        rival.join(timeout=30)
+    assert not rival.is_alive()
+
+
 def test_kernel_product_other_kernels_and_threads():
     X = _data(300, 4)
     V = RNG.standard_normal((300, 2))
