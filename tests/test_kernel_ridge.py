@@ -671,6 +671,30 @@ def test_mixed_solve_is_exact(name, n_threads):
     assert _rel(fk.predict(X_new), sk.predict(X_new - (X - Xr)[:1])) < 1e-10
 
 
+@pytest.mark.parametrize("columns", [1, 3, 4, 6])  # strsv up to 3 columns, then spotrs
+def test_mixed_factor_solve_matches_cholesky_solve(columns):
+    from scipy.linalg import cho_solve, lapack
+
+    from fastkern._mixed import _factor_solve
+
+    rng = np.random.default_rng(columns)
+    n = 301
+    B = rng.standard_normal((n, n))
+    A = B @ B.T / n + np.eye(n)
+    factor, info = lapack.spotrf(A.astype(np.float32), lower=0, clean=1)
+    assert info == 0
+    # Columns of very different sizes: each is scaled to 1 before the float32 solve.
+    R = rng.standard_normal((n, columns)) * 10.0 ** np.arange(-20, -20 + 12 * columns, 12)
+    Z = _factor_solve(factor, R)
+    ref = cho_solve((factor.astype(np.float64), False), R)
+    assert Z.dtype == np.float64
+    # Float32 triangular solves: within ~n eps32 of the float64 solve with
+    # the same factor, column by column (relative to each column's size).
+    assert np.all(np.abs(Z - ref) <= 1e-4 * np.abs(ref).max(axis=0))
+    exact = np.linalg.solve(A, R)  # the float32 factor's own error: kappa * eps32
+    assert np.all(np.abs(Z - exact) <= 1e-3 * np.abs(exact).max(axis=0))
+
+
 def test_mixed_one_and_two_threads_agree_and_repeat():
     X, y, sw, alpha, kw = _mixed_case("weights")
     fits = [KernelRidge(alpha=alpha, solver="mixed", n_threads=t, **kw).fit(X, y, sample_weight=sw)
