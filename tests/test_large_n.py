@@ -102,16 +102,19 @@ def test_symmetric_product_repeats_while_threads_are_disturbed(n, n_threads):
     # Python thread competes for the cores.
     import threading
 
-    X = _data(n, 5, np.float64)
-    V = RNG.standard_normal((n, 4))
+    # Its own generators: the module's RNG feeds the tests after this one.
+    rng = np.random.default_rng(10 * n + n_threads)
+    X = rng.standard_normal((n, 5))
+    V = rng.standard_normal((n, 4))
     op = KernelOperator(X, kernel="rbf", gamma=0.2, n_threads=n_threads)
     first = op.symmetric_matmat(V)
     _assert_product(first, _sk_gram(X, kernel="rbf", gamma=0.2), V, 1e-12)
     stop = threading.Event()
 
     def compete():
+        noise = np.random.default_rng(0).standard_normal(20000)
         while not stop.is_set():
-            np.sort(RNG.standard_normal(20000))  # releases the GIL
+            np.sort(noise)  # releases the GIL
 
     rival = threading.Thread(target=compete)
     rival.start()
