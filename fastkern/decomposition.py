@@ -51,11 +51,11 @@ def krylov_block_size(k):
     At least 12, and a multiple of 4: fastkern's own product
     (``_centering.gram_matmat``) pads a block to a multiple of 4 columns, so
     13 columns cost as much as 16 and converge in fewer products.  Measured
-    side by side at N=8000, RBF, 5 components, 2 cores: 12 columns took
-    0.348 s against 16's 0.369 s at gamma=1/16, 0.838 s against 0.840 s at
-    gamma=1/2 and 0.245 s against 0.262 s at gamma=1/160 (16 columns cost
-    about 24 ms a product, 12 about 21 ms; 8 columns, 16 ms, needed 19
-    products instead of 11 at gamma=1/16).
+    at N=8000, RBF, 5 components, 2 cores: 12 columns took 0.325 s against
+    16's 0.362 s at gamma=1/16, 0.801 s against 0.792 s at gamma=1/2 and
+    0.234 s against 0.243 s at gamma=1/160 (a product of 12 columns about
+    19 ms, of 16 about 23 ms; with 8 columns, 19 products instead of 11 were
+    needed at gamma=1/16).
     """
     p = max(12, k + max(5, k // 2))
     return -(-p // 4) * 4

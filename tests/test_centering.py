@@ -423,13 +423,14 @@ def test_centred_matmat_equals_explicit_centring(n, dtype, symmetric):
 
 
 @pytest.mark.parametrize("m,n", [(1, 1), (2, 2), (5, 7), (7, 5), (13, 255), (49, 257),
-                                 (257, 513), (97, 1100)])
+                                 (257, 513), (97, 1100), (14, 4101)])
 @pytest.mark.parametrize("bp", [4, 8, 12, 20, 36])
 @pytest.mark.parametrize("fast", [True, False])
 def test_gram_matmat_against_numpy(m, n, bp, fast):
-    # Ragged edges everywhere: rows not a multiple of the kernel's 6 or of a
-    # task's 48, columns of K across the 512-column chunks, column groups of
-    # 8 with a group of 4 left over; fast=False is the portable code.
+    # Ragged edges everywhere: rows not a multiple of the kernel's 6 (12 for
+    # a last group of 4 columns) or of a task's 48, columns of K across the
+    # 2048-column chunks, column groups of 8 with a group of 4 left over;
+    # fast=False is the portable code.
     from fastkern._centering import gram_matmat
 
     rng = np.random.default_rng(m * 1000 + n + bp)
