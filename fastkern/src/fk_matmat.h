@@ -124,46 +124,44 @@ FK_MM_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK
 }
 #endif
 
-/* out[r0:r1, :] = K[r0:r1, 0:n] V; K row-major (leading dimension ldk), V n x bp, out m x bp.
- * wide: 8 columns per pass (needs 16 registers of 32 bytes: AVX2); else only
- * the 4-column passes, so that 16-byte registers (SSE2, where a 32-byte vector
- * takes two) do not spill. */
-FK_MM_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
-                               ptrdiff_t n, const double *V, ptrdiff_t bp, double *out, int wide)
+/* k[r] = row i + r of K from column jc, for r < R; rows past the nr that
+ * remain repeat the last one (their sums are computed but not stored). */
+FK_MM_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, int nr,
+                                 ptrdiff_t jc, int R, const double **k)
 {
+    for (int r = 0; r < R; r++)
+        k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
+}
+
+/* out[r0:r1, :] = K[r0:r1, 0:n] V; K row-major (leading dimension ldk), V n x bp, out m x bp.
+ * wide: 8 columns per pass (needs 16 registers of 32 bytes: AVX2), then the
+ * 4 left over 12 rows at a time; else only 4-column passes of 6 rows, so that
+ * 16-byte registers (SSE2, where a 32-byte vector takes two) do not spill. */
+FK_MM_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
+                                  ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
+                                  int wide)
+{
+    const double *k[12];
+    ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
+    int rows4 = wide ? 12 : FK_MM_ROWS;
     memset(out + r0 * bp, 0, (size_t)((r1 - r0) * bp) * sizeof(double));
     for (ptrdiff_t jc = 0; jc < n; jc += FK_MM_JB) {
         ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
-        ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
         for (ptrdiff_t i = r0; i < r1 && c8 > 0; i += FK_MM_ROWS) {
             int nr = r1 - i < FK_MM_ROWS ? (int)(r1 - i) : FK_MM_ROWS;
-            const double *k[FK_MM_ROWS];
-            /* Rows past r1 repeat the last one; their sums are not stored. */
-            for (int r = 0; r < FK_MM_ROWS; r++)
-                k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
+            fk_mm_row_ptrs(K, ldk, i, nr, jc, FK_MM_ROWS, k);
             for (ptrdiff_t c = 0; c < c8; c += 8)
                 fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 2, out + i * bp + c, bp);
         }
-        if (c8 == bp)
-            continue;
-        if (!wide) {
-            for (ptrdiff_t i = r0; i < r1; i += FK_MM_ROWS) {
-                int nr = r1 - i < FK_MM_ROWS ? (int)(r1 - i) : FK_MM_ROWS;
-                const double *k[FK_MM_ROWS];
-                for (int r = 0; r < FK_MM_ROWS; r++)
-                    k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
-                for (ptrdiff_t c = 0; c < bp; c += 4)
+        for (ptrdiff_t i = r0; i < r1 && c8 < bp; i += rows4) {
+            int nr = r1 - i < rows4 ? (int)(r1 - i) : rows4;
+            fk_mm_row_ptrs(K, ldk, i, nr, jc, rows4, k);
+            for (ptrdiff_t c = c8; c < bp; c += 4) {
+                if (wide)
+                    fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
+                else
                     fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 1, out + i * bp + c, bp);
             }
-            continue;
-        }
-        for (ptrdiff_t i = r0; i < r1; i += 12) {
-            int nr = r1 - i < 12 ? (int)(r1 - i) : 12;
-            const double *k[12];
-            for (int r = 0; r < 12; r++)
-                k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
-            for (ptrdiff_t c = c8; c < bp; c += 4)
-                fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
         }
     }
 }
