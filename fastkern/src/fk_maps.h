@@ -20,17 +20,7 @@
 #include <string.h>
 #include <stddef.h>
 
-/* Portable spellings: MSVC has neither GNU attributes nor C99 `restrict`. */
-#if defined(_MSC_VER) && !defined(__clang__)
-#define FK_INLINE static __forceinline
-#define FK_RESTRICT __restrict
-#elif defined(__GNUC__)
-#define FK_INLINE static inline __attribute__((always_inline))
-#define FK_RESTRICT __restrict__
-#else
-#define FK_INLINE static inline
-#define FK_RESTRICT
-#endif
+#include "fk_portable.h"
 
 /* target_clones resolves the clone through an ifunc, which only glibc's loader
  * implements (musl's rejects the IRELATIVE relocation at load time), so the

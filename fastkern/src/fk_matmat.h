@@ -24,16 +24,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define FK_MM_INLINE static inline __attribute__((always_inline))
-#define FK_RESTRICT_MM __restrict__
-#elif defined(_MSC_VER)
-#define FK_MM_INLINE static __forceinline
-#define FK_RESTRICT_MM __restrict
-#else
-#define FK_MM_INLINE static inline
-#define FK_RESTRICT_MM
-#endif
+#include "fk_portable.h"
 
 #define FK_MM_ROWS 6
 #define FK_MM_JB 2048
@@ -42,8 +33,8 @@
 typedef double fk_mm_v __attribute__((vector_size(32)));
 
 /* out[r, 0:4 nv] += sum_j k[r][j] V[j, 0:4 nv] for r < nr (k[r] valid for all r). */
-FK_MM_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_RESTRICT_MM V,
-                           ptrdiff_t ldv, ptrdiff_t jb, int nv, double *FK_RESTRICT_MM out,
+FK_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_RESTRICT V,
+                           ptrdiff_t ldv, ptrdiff_t jb, int nv, double *FK_RESTRICT out,
                            ptrdiff_t ldo)
 {
     fk_mm_v a[FK_MM_ROWS][2];
@@ -71,9 +62,9 @@ FK_MM_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_R
 
 /* The 4-column remainder: 12 rows x 1 vector, so that 12 sums are in flight
  * (6 x 1 would leave the FMA units waiting on their latency). */
-FK_MM_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RESTRICT_MM V,
-                                ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT_MM out,
-                                ptrdiff_t ldo)
+FK_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RESTRICT V,
+                             ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT out,
+                             ptrdiff_t ldo)
 {
     fk_mm_v a[12];
     for (int r = 0; r < 12; r++)
@@ -92,8 +83,8 @@ FK_MM_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK
     }
 }
 #else
-FK_MM_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_RESTRICT_MM V,
-                           ptrdiff_t ldv, ptrdiff_t jb, int nv, double *FK_RESTRICT_MM out,
+FK_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_RESTRICT V,
+                           ptrdiff_t ldv, ptrdiff_t jb, int nv, double *FK_RESTRICT out,
                            ptrdiff_t ldo)
 {
     double a[FK_MM_ROWS][8] = {{0.0}};
@@ -109,9 +100,9 @@ FK_MM_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_R
             out[r * ldo + c] += a[r][c];
 }
 
-FK_MM_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RESTRICT_MM V,
-                                ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT_MM out,
-                                ptrdiff_t ldo)
+FK_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RESTRICT V,
+                             ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT out,
+                             ptrdiff_t ldo)
 {
     double a[12][4] = {{0.0}};
     for (ptrdiff_t j = 0; j < jb; j++)
@@ -126,8 +117,8 @@ FK_MM_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK
 
 /* k[r] = row i + r of K from column jc, for r < R; rows past the nr that
  * remain repeat the last one (their sums are computed but not stored). */
-FK_MM_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, int nr,
-                                 ptrdiff_t jc, int R, const double **k)
+FK_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, int nr,
+                              ptrdiff_t jc, int R, const double **k)
 {
     for (int r = 0; r < R; r++)
         k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
@@ -137,9 +128,9 @@ FK_MM_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, in
  * wide: 8 columns per pass (needs 16 registers of 32 bytes: AVX2), then the
  * 4 left over 12 rows at a time; else only 4-column passes of 6 rows, so that
  * 16-byte registers (SSE2, where a 32-byte vector takes two) do not spill. */
-FK_MM_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
-                                  ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
-                                  int wide)
+FK_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
+                               ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
+                               int wide)
 {
     const double *k[12];
     ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
