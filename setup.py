@@ -121,8 +121,8 @@ def extensions():
         include_dirs=["fastkern/src"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
-    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_sparse", "_inchol",
-             "_structured", "_kstats", "_featurewise"]
+    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
+             "_inchol", "_structured", "_kstats", "_featurewise"]
     exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in names]
     boundscheck = bool(os.environ.get("FASTKERN_BOUNDSCHECK"))
     return cythonize(

@@ -169,13 +169,13 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     for a given S.  Within each batch of tiles the slots are dealt to the
     threads dynamically: a thread slowed by another process (OpenBLAS's
     workers spin for a while after a LAPACK call) takes fewer slots instead
-    of holding the others at the batch's end, as a static split did (the
-    first residual pass after spotrf in fastkern._mixed: 50 ms against 25 ms
-    without the spinning, 39 ms with dynamic slots).  Ctrl-C is seen between
-    batches, and progress (as ``kernel_product``'s) is called about every
-    half percent of the tiles.  float64 only (the matrix-free KernelPCA's
-    products, fastkern.kernel_ridge's mixed-precision residuals); arguments
-    as ``kernel_product`` with Z = X, validated by the caller.
+    of holding the others at the batch's end, as a static split did (a
+    product started right after a spotrf: 50 ms against 25 ms without the
+    spinning, 39 ms with dynamic slots).  Ctrl-C is seen between batches,
+    and progress (as ``kernel_product``'s) is called about every half
+    percent of the tiles.  float64 only (the matrix-free KernelPCA's
+    products); arguments as ``kernel_product`` with Z = X, validated by the
+    caller.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + TILE - 1) // TILE
     cdef Py_ssize_t ntasks = nb * (nb + 1) // 2, t, t0, t1, I, J, i0, j0, bi, bj, k

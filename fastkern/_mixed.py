@@ -2,21 +2,24 @@
 
 LAPACK's dsposv factors a float64 matrix in float32 and refines the float32
 solution with float64 residuals; it keeps the float64 matrix for those
-residuals.  Here the float64 matrix is never stored: the Gram matrix is
-computed in float32, straight into its one buffer (half a float64 Gram),
-shifted and Cholesky-factored there (spotrf, about half the time of dpotrf),
-and each residual b - (S K S + alpha I) x takes its kernel product K @ v
-matrix-free in float64 from X (``fastkern._matfree.symmetric_kernel_product``,
-the tiles on and above the diagonal).  Iterative refinement with the float32
-factor contracts the error by about kappa * eps32 per step; it stops, as
-dsposv does, when every column's float64 residual satisfies
-||r||_inf <= sqrt(n) eps64 ||A||_inf ||x||_inf, the level a float64 Cholesky
-solve reaches.
+residuals.  Here the float64 matrix is computed once, panel by panel, and
+kept split in two float32 parts (``fastkern._split``): its float32 rounding,
+in one n x n buffer that is shifted and Cholesky-factored in place (spotrf,
+about half the time of dpotrf; the factor overwrites one triangle, the other
+keeps the rounded values), and the rounding errors of the strict upper
+triangle, packed: three quarters of a float64 Gram in all.  Each residual
+b - (S K S + alpha I) x reads both parts (``fastkern._split.split_matmat``),
+which represent the float64 matrix to about 2^-48 of each entry.  Iterative
+refinement with the float32 factor contracts the error by about
+kappa * eps32 per step; it stops, as dsposv does, when every column's float64
+residual satisfies ||r||_inf <= sqrt(n) eps64 ||A||_inf ||x||_inf, the level a
+float64 Cholesky solve reaches.
 
 The caller falls back to the float64 solve (``None`` is returned) when the
-float32 matrix cannot carry the problem: spotrf fails (not positive definite
-in float32), alpha is below float32's resolution of ||K||, or the refinement
-would not converge within ``MAX_PASSES`` residual passes (it diverges, or the
+float32 matrix cannot carry the problem: the kernel values are not finite or
+their row sums exceed float32's range, spotrf fails (not positive definite in float32),
+alpha is below float32's resolution of ||K||, or the refinement would not
+converge within ``MAX_PASSES`` residual passes (it diverges, or the
 contraction measured after two passes predicts too many more).
 """
 import math
@@ -24,19 +27,19 @@ import math
 import numpy as np
 from scipy.linalg import blas, lapack
 
+from fastkern import _split
 from fastkern._kernel_api import kernel_gram
 from fastkern._linalg import restore_factored_triangle
-from fastkern._operator import KernelOperator
+from fastkern._validation import check_n_threads
 from fastkern.pairwise import KERNEL_CODES
 
-#: String kernels with a compiled matrix-free product (the mixed path's kernels).
+#: String kernels with compiled Gram loops (the mixed path's kernels).
 MIXED_KERNELS = frozenset(KERNEL_CODES)
-# Kernels of x - y only: X is centred in float64 before it is rounded to
-# float32, so an offset (X + 1e4) does not eat the float32 mantissa.
-_TRANSLATION_INVARIANT = frozenset({"rbf", "laplacian"})
-#: Residual passes over K (one matrix-free product each) before giving up.  A
-#: pass costs about a tenth of spotrf at n = 6000 (2 cores), so beyond ~8
-#: passes the float64 factorisation would have been faster.
+#: Residual passes before giving up.  A pass and its float32 solves cost
+#: about 12 ms at n = 6000 on 2 cores, against spotrf's 0.33 s, so the cap is
+#: not about time: the error contracts by the same factor each pass, and one
+#: that needs more than 8 passes means the float32 factor barely
+#: preconditions the problem, where the float64 solve is the sounder answer.
 MAX_PASSES = 8
 # A contraction factor above this is treated as no convergence.
 _MAX_RATE = 0.5
@@ -44,30 +47,54 @@ _MAX_RATE = 0.5
 _PREDICTED_MARGIN = 100.0
 # Right-hand sides solved column by column with strsv rather than spotrs.
 _TRSV_MAX_COLUMNS = 3
+# Rows of the float64 matrix computed at a time: a 128 x n panel (6 MB at
+# n = 6000) is split while it is still in cache.
+_PANEL_ROWS = 128
 _EPS64 = np.finfo(np.float64).eps
 _EPS32 = float(np.finfo(np.float32).eps)
+_MAX32 = float(np.finfo(np.float32).max)
 
 
-def gram32(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
-    """The float32 Gram matrix of float64 dense X, in a fresh C-contiguous buffer."""
-    if kernel in _TRANSLATION_INVARIANT:
-        X32 = (X - X.mean(axis=0)).astype(np.float32)
-    else:
-        X32 = X.astype(np.float32)
-    K = kernel_gram(X32, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                    kernel_params=kernel_params, n_threads=n_threads)
-    if K.dtype != np.float32 or not (K.flags.c_contiguous and K.flags.writeable):
-        K = np.array(K, dtype=np.float32, order="C")
-    return K
+class SplitGram:
+    """diag(s) K diag(s) for K = k(X, X) in float64, held as float32 parts (``fastkern._split``).
 
+    Attributes: ``K`` (n x n float32, the rounded matrix, both triangles),
+    ``lo`` (the packed rounding errors of the strict upper triangle),
+    ``diag`` (the float64 diagonal) and ``abs_row_sums`` (float64 row sums of
+    |a|).  Built panel by panel: memory beyond the parts is one float64 panel
+    of ``_PANEL_ROWS`` rows.
+    """
 
-def _symmetric_product(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
-    """V -> K(X, X) @ V in float64 without storing K (X dense float64 C-contiguous)."""
-    op = KernelOperator(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                        kernel_params=kernel_params, n_threads=n_threads)
-    if op.compiled is None:
-        raise ValueError(f"kernel {kernel!r} has no compiled matrix-free product")
-    return op.symmetric_matmat
+    def __init__(self, X, s, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
+        n = X.shape[0]
+        self.n_threads = n_threads = check_n_threads(n_threads)
+        self.K = np.empty((n, n), dtype=np.float32)
+        self.lo = np.empty(_split.lo_size(n), dtype=np.float32)
+        self.diag = np.empty(n)
+        self.abs_row_sums = np.zeros(n)
+        s = np.empty(0) if s is None else np.ascontiguousarray(s, dtype=np.float64)
+        params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+                      kernel_params=kernel_params, n_threads=n_threads)
+        rows = min(n, _PANEL_ROWS)
+        dbuf, pbuf = np.empty(rows * rows), np.empty(rows * (n - rows))
+        for i0 in range(0, n, rows):
+            i1 = min(n, i0 + rows)
+            b, m = i1 - i0, n - i1
+            # The diagonal block as a symmetric Gram (exactly symmetric, exact
+            # RBF diagonal, as the float64 path's Gram), the rest of the rows apart.
+            D = kernel_gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b), **params)
+            P = pbuf[:b * m].reshape(b, m)
+            if m:
+                P = kernel_gram(X[i0:i1], X[i1:], out=P, **params)
+            _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
+                               n_threads)
+
+    def matmat(self, V):
+        """(S K S) V in float64 from the diagonal, the strict upper triangle of K and lo."""
+        slots = 2 * self.n_threads
+        Vt = np.ascontiguousarray(V.T, dtype=np.float64)
+        acc = np.empty((slots,) + Vt.shape)
+        return _split.split_matmat(self.K, self.lo, self.diag, Vt, acc, self.n_threads).T
 
 
 def _factor_solve(factor, R):
@@ -149,40 +176,39 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
     """c~ solving (S K S + alpha_j I) c~_j = y_j (Y already scaled by S), or None.
 
     X: dense float64; Y: (n, t) float64; alphas: (t,) > 0; s: sqrt of the
-    sample weights or None.  Peak memory: the float32 Gram (half a float64
-    Gram) plus O(n t) vectors.  None means the float64 solve must be used.
+    sample weights or None.  Peak memory: the float32 matrix and the packed
+    rounding errors (three quarters of a float64 Gram) plus O(n t) vectors.
+    Returns (solution or None, why): None means the float64 solve must be
+    used, and why says why; otherwise why holds the residual passes per alpha.
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
-    params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
+    A = SplitGram(X, s, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
                   kernel_params=kernel_params, n_threads=n_threads)
-    K = gram32(X, **params)
-    if s is not None:
-        s32 = s.astype(np.float32)
-        K *= s32[:, None]
-        K *= s32[None, :]
-    diag = K.diagonal().copy()
-    product = _symmetric_product(X, **params)
+    K, diag = A.K, A.diag
+    # Off-diagonal absolute row sums: ||A + alpha I||_inf follows for any alpha.
+    off = A.abs_row_sums - np.abs(diag)
+    if not (np.all(np.isfinite(A.abs_row_sums)) and A.abs_row_sums.max() <= _MAX32):
+        return None, "kernel row sums beyond float32 range"
     out = np.empty(Y.shape)
     groups = np.unique(alphas)
     info = {"passes": []}
     for g, alpha in enumerate(groups):
         cols = np.flatnonzero(alphas == alpha)
+        shifted = diag + alpha
         if g:
-            restore_factored_triangle(K, diag)
-        np.fill_diagonal(K, diag + np.float32(alpha))
-        # ||A||_inf from the float32 matrix: the stopping test needs its size only.
-        anorm = float(lapack.slange("I", K.T))
-        if not np.isfinite(anorm) or alpha <= _EPS32 * anorm:
+            restore_factored_triangle(K, shifted.astype(np.float32))
+        else:
+            np.fill_diagonal(K, shifted.astype(np.float32))
+        anorm = float(np.max(off + np.abs(shifted)))
+        if not anorm <= _MAX32 or alpha <= _EPS32 * anorm:
             return None, "alpha below float32 resolution"
         factor, err = lapack.spotrf(K.T, lower=0, overwrite_a=1, clean=0)
         if err != 0:
             return None, "spotrf failed"
-        if s is None:
-            def matvec(V, alpha=alpha):
-                return product(V) + alpha * V
-        else:
-            def matvec(V, alpha=alpha):
-                return s[:, None] * product(s[:, None] * V) + alpha * V
+
+        def matvec(V, alpha=alpha):
+            return A.matmat(V) + alpha * V
+
         coef, passes = refine(factor, matvec, Y[:, cols], anorm)
         info["passes"].append(passes)
         if coef is None:

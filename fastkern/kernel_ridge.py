@@ -6,10 +6,11 @@ diagonal and LAPACK factors it in place (a symmetric C-ordered K seen as K.T is
 Fortran-ordered memory, so ``cho_factor(K.T, overwrite_a=True)`` copies
 nothing).  Peak extra memory is the one Gram buffer; scikit-learn holds up to
 three.  From ``MIXED_MIN_SAMPLES`` samples the float64 problem is solved in
-mixed precision instead (``fastkern._mixed``: a float32 Gram factored in
-place, refined to float64 accuracy with matrix-free float64 residuals), in
-half a Gram of memory, falling back to the float64 buffer when float32 cannot
-carry the problem.
+mixed precision instead (``fastkern._mixed``: the float64 Gram kept as two
+float32 parts, its rounding factored in place, the solution refined to float64
+accuracy with residuals that read both parts), in three quarters of a Gram of
+memory, falling back to the float64 buffer when float32 cannot carry the
+problem.
 
 ``KernelRidgeCV`` selects alpha by exact leave-one-out cross-validation from one
 eigendecomposition of the Gram matrix.
@@ -270,18 +271,21 @@ class KernelRidge(_KernelRegressorBase):
     Mixed precision (solver="mixed").  LAPACK's dsposv without a float64
     matrix applies when the solve is in float64, X is dense and the kernel is
     one of "linear", "poly", "rbf", "laplacian", "sigmoid", "exponential", and
-    alpha > 0: the Gram matrix is computed in float32 (X centred first for
-    "rbf" and "laplacian", so offsets cost no accuracy) into one buffer,
-    shifted and factored in place by spotrf, and the float32 solution is
-    refined with float64 residuals whose K @ v is computed from X tile by
-    tile (never stored), until each target's residual reaches the level of a
-    float64 Cholesky solve, ||r|| <= sqrt(n) eps ||A|| ||c|| (dsposv's test;
-    the last correction may be accepted when the contraction measured on the
-    previous two residuals predicts a residual 100x below it).  dual_coef_
-    then agrees with the float64 solve to rounding.  Peak memory is half a
-    float64 Gram; time is a float32 Gram, spotrf (about half of dpotrf) and
-    2-3 matrix-free passes.  When float32 cannot carry the problem (spotrf
-    fails, alpha < eps32 ||K||, or the refinement would need more than
+    alpha > 0: the Gram matrix is computed in float64, 128 rows at a time,
+    and kept as two float32 parts (``fastkern._split``): its rounding, in one
+    n x n buffer that is shifted and factored in place by spotrf, and the
+    rounding errors of its strict upper triangle, packed.  The float32
+    solution is refined with float64 residuals that read both parts (the
+    float64 matrix to about 2^-48 of each entry), until each target's
+    residual reaches the level of a float64 Cholesky solve,
+    ||r|| <= sqrt(n) eps ||A|| ||c|| (dsposv's test; the last correction may
+    be accepted when the contraction measured on the previous two residuals
+    predicts a residual 100x below it).  dual_coef_ then agrees with the
+    float64 solve to rounding.  Peak memory is about three quarters of a
+    float64 Gram; time is the Gram, spotrf (about half of dpotrf) and 2-3
+    residual passes of a few milliseconds.  When float32 cannot carry the
+    problem (kernel values beyond float32's range, spotrf fails,
+    alpha < eps32 ||K||, or the refinement would need more than
     ``fastkern._mixed.MAX_PASSES`` passes), and for other kernels, sparse X
     or float32 solves, the "cholesky" solve is used.
 

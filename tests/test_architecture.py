@@ -19,8 +19,8 @@ README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 #: Bottom to top.  Modules of one layer do not import each other.
 LAYERS = [
-    ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_sparse",
-                        "_inchol", "_structured", "_kstats", "_featurewise"}),
+    ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_split",
+                        "_sparse", "_inchol", "_structured", "_kstats", "_featurewise"}),
     ("leaves", {"_version", "_testing"}),
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
