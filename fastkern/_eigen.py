@@ -30,7 +30,7 @@ _DENSE_N = 200
 
 # Budget on the Krylov basis width (columns of V and of A V kept per cycle).
 _BASIS_COLUMNS = 300
-# At most this many blocks before a thick restart.
+# At most this many blocks before a thick restart, unless the caller says.
 _MAX_BLOCKS = 6
 
 
@@ -100,7 +100,7 @@ def _apply(matmat, V, dtype, n):
 
 
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
-                random_state=None, callback=None, v0=None):
+                random_state=None, callback=None, v0=None, max_blocks=None):
     """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
 
     matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
@@ -110,6 +110,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     v0: optional (n, b) starting block (its span is used; random columns fill
     it up to the block size), e.g. columns of A, which cost no product and act
     as one free step of the iteration.
+    max_blocks: most blocks in the basis before a thick restart, at least 3
+    (None: 6; the basis is also held to about 300 columns).  More blocks cost memory and
+    O(n * basis * p) work per product, and restart less often.
 
     KernelPCA calls it eigen_solver="block_krylov" (formerly "lanczos", a
     misnomer: there is no three-term Lanczos recurrence and no tridiagonal
@@ -118,8 +121,8 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
 
     Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  The
     basis V holds p = block_size columns per block (p >= k, default
-    k + max(5, k // 2)) and at most m + 1 blocks (m chosen so the basis has
-    at most ~300 columns), with A V stored next to it, so the projected matrix
+    k + max(5, k // 2)) and at most m + 1 blocks (m = max_blocks, lowered so
+    the basis has at most ~300 columns), with A V stored next to it, so the projected matrix
     H = V^T A V and the Ritz residuals are exact without extra products.  Each
     iteration does one Rayleigh-Ritz step on the current basis and, unless
     converged, adds one block: the Ritz residuals R = A Y - Y Theta of the top
@@ -173,7 +176,10 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         raise ValueError(f"block_size must be >= k, got block_size={p} for k={k}")
     p = min(p, n)
     rng = check_random_state(random_state)
-    m = min(_MAX_BLOCKS, max(3, _BASIS_COLUMNS // p - 1))
+    if max_blocks is not None:
+        # A thick restart keeps up to 2p - 1 columns and adds p.
+        max_blocks = check_int(max_blocks, "max_blocks", 3)
+    m = min(_MAX_BLOCKS if max_blocks is None else max_blocks, max(3, _BASIS_COLUMNS // p - 1))
     # Products in the operator's precision cannot give residuals below ~sqrt(n) eps.
     tol_eff = max(float(tol), 4.0 * math.sqrt(n) * float(np.finfo(dtype).eps))
 

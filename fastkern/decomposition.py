@@ -46,31 +46,42 @@ _BOUNDED_KERNELS = ("rbf", "laplacian", "sigmoid", "cosine")
 
 
 def krylov_block_size(k):
-    """Columns per block product of the "block_krylov" solver.
+    """Columns per block product of the "block_krylov" solver: k + 3, at least 8,
+    rounded up to a multiple of 4.
 
-    At least 12, and a multiple of 4: fastkern's own product
-    (``_centering.gram_matmat``) pads a block to a multiple of 4 columns, so
-    13 columns cost as much as 16 and converge in fewer products.  Measured
-    at N=8000, RBF, 5 components, 2 cores: 12 columns took 0.325 s against
-    16's 0.362 s at gamma=1/16, 0.801 s against 0.792 s at gamma=1/2 and
-    0.234 s against 0.243 s at gamma=1/160 (a product of 12 columns about
-    19 ms, of 16 about 23 ms; with 8 columns, 19 products instead of 11 were
-    needed at gamma=1/16).
+    fastkern's own product (``_centering.gram_matmat``) pads a block to a
+    multiple of 4 columns and costs about as much for 8 columns as for 4 (K
+    is read once either way), so the block is as wide as that allows.  With
+    the basis of ``_KRYLOV_MAX_BLOCKS`` blocks, measured at N=8000, RBF, d=16,
+    2 cores (fit_transform, best of 3): for 5 components, 8 columns took
+    0.279 s against 12's 0.334 s at gamma=1/16, 0.542 s against 0.700 s at
+    gamma=1/2 and 0.203 s against 0.231 s at gamma=1/160; for 2 components,
+    8 columns beat 4 and 12; for 20, 24 beat 28 and 32.
     """
-    p = max(12, k + max(5, k // 2))
-    return -(-p // 4) * 4
+    return -(-max(8, k + 3) // 4) * 4
+
+
+# Blocks in the "block_krylov" basis before a thick restart.  The basis of an
+# explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
+# their products are 4% of K), and a restart discards Krylov information: for
+# 5 components with 8-column blocks, 20 blocks took 0.279 s against 6's
+# 0.373 s at gamma=1/16, and 0.542 s against 0.803 s at gamma=1/2.
+_KRYLOV_MAX_BLOCKS = 20
 
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
 # ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples: below it ARPACK was faster (1 thread: 110 ms against 141 ms
-# at N=1000, k=5; 441 against 344 at N=2000).
+# many samples: below it ARPACK was faster (1 thread, RBF, d=16, k=5, fit:
+# ARPACK 14.7 ms against 16.4 ms at N=1000; 67.7 ms against 44.5 ms at N=2000).
 _KRYLOV_MIN_SAMPLES = 2000
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
-# eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle), as
-# ARPACK's, for 15-25% more time than tol=1e-10 (N=2000-3000).
-_AUTO_KRYLOV_TOL = 1e-12
+# eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
+# 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
+# The residuals fall ~30x per product here, so the last product often
+# overshoots: at N=8000 (gamma 1/16, 1/2, 1/160) 2e-13 took as many products
+# as 1e-12 (13, 24 and 8 of 8 columns).
+_AUTO_KRYLOV_TOL = 2e-13
 
 
 def _caller_level():
@@ -151,7 +162,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Eigensolver convergence for "arpack" and "block_krylov" (tol=0: the
         solver's default).  For "block_krylov", converged means every
         residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10, or
-        1e-12 when "auto" chose it).  For "incomplete_cholesky", tol bounds
+        2e-13 when "auto" chose it).  For "incomplete_cholesky", tol bounds
         the largest residual diagonal of K - G G^T (tol=0: 1e-6).
     max_iter : int or None, default=None
         Eigensolver iteration limit for "arpack" and "block_krylov".  On
@@ -244,8 +255,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Otherwise never slower than scikit-learn's choice ("arpack" for more
     than 200 samples and n_components < 10, else "dense") in side-by-side
     runs (1 thread each, RBF, d=16): "block_krylov" for n_components < 10
-    and at least 2000 samples (run to tol 1e-12, as accurate as ARPACK:
-    1.4x faster than scikit-learn's arpack at N=2000, 3.0x at N=3000);
+    and at least 2000 samples (run to tol 2e-13, as accurate as ARPACK:
+    2.1x faster than scikit-learn's arpack at N=2000, 2.8x at N=3000);
     "arpack" for n_components < 10 below 2000 samples, and for
     10 <= n_components <= n_samples / 50 (2.5x faster than "dense" at
     N=2000, k=40); else "dense".
@@ -725,7 +736,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=self.max_iter, random_state=rng, callback=callback,
-                           v0=v0)
+                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

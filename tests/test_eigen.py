@@ -1,3 +1,5 @@
+import sys
+
 import numpy as np
 import pytest
 from scipy import linalg
@@ -82,6 +84,32 @@ def test_eigenvalues_descending_and_block_products():
                        random_state=0)
     assert np.all(np.diff(w) <= 0)
     assert set(widths) == {9}
+
+
+@pytest.mark.parametrize("max_blocks", [3, 5, 20])
+def test_max_blocks_bounds_the_basis_and_converges(max_blocks):
+    # A spectrum without a gap at k (slow convergence): the basis fills and
+    # restarts; whatever its size the answer is the same to the tolerance.
+    n, k = 900, 4
+    rng = np.random.default_rng(5)
+    Q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    lam = np.r_[np.linspace(10.0, 9.0, 12), np.linspace(8.9, 0.0, n - 12)]
+    A = (Q * lam) @ Q.T
+    peak = [0]
+
+    def watch(iteration, residuals):
+        # The basis width is block_eigsh's local `cols` (the caller's frame).
+        peak[0] = max(peak[0], sys._getframe(1).f_locals["cols"])
+
+    w, V = block_eigsh(lambda X: A @ X, n, k, block_size=6, tol=1e-11, random_state=0,
+                       max_blocks=max_blocks, callback=watch)
+    # max_blocks + 1 blocks at most; the small bases fill up, so they restarted.
+    assert peak[0] <= 6 * (max_blocks + 1)
+    if max_blocks < 20:
+        assert peak[0] == 6 * (max_blocks + 1)
+    np.testing.assert_allclose(w, lam[:k], rtol=1e-10)
+    res = np.linalg.norm(A @ V - V * w, axis=0)
+    assert res.max() <= 1e-11 * lam[0]
 
 
 def test_float32_operator():
@@ -199,6 +227,8 @@ def test_tolerance_relative_to_largest_eigenvalue():
     (dict(k=3, block_size=2), ValueError, "block_size must be >= k"),
     (dict(k=3, tol=-1.0), ValueError, "tol"),
     (dict(k=3, max_iter=0), ValueError, "max_iter"),
+    (dict(k=3, max_blocks=2), ValueError, "max_blocks"),
+    (dict(k=3, max_blocks=2.0), TypeError, "max_blocks"),
     (dict(k=3, dtype=np.int64), TypeError, "dtype"),
 ])
 def test_bad_arguments(kwargs, exc, match):

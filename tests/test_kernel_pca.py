@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
 from fastkern import decomposition, kernels
-from fastkern.decomposition import KernelPCA, krylov_block_size
+from fastkern.decomposition import _KRYLOV_MAX_BLOCKS, KernelPCA, krylov_block_size
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((237, 7))
@@ -167,13 +167,13 @@ def test_block_krylov_converges_on_raw_breast_cancer_for_every_seed(block_produc
 def test_block_krylov_block_products_default_problem(block_products):
     # A standard-normal RBF problem like the N=8000 benchmark, smaller: the
     # number of products (each one read of K) is what the solver's speed is:
-    # ten of 12 columns (krylov_block_size(5)).
+    # eleven of 8 columns (krylov_block_size(5)).
     X = np.random.default_rng(1).standard_normal((1500, 16))
     fk = KernelPCA(n_components=5, kernel="rbf", gamma=1 / 16, eigen_solver="block_krylov",
                    random_state=0).fit(X)
     sk = SkKernelPCA(n_components=5, kernel="rbf", gamma=1 / 16, eigen_solver="dense").fit(X)
-    assert krylov_block_size(5) == 12
-    assert block_products == [10]
+    assert krylov_block_size(5) == 8
+    assert block_products == [11]
     np.testing.assert_allclose(fk.eigenvalues_, sk.eigenvalues_, rtol=1e-9)
     _assert_same_embedding_up_to_sign(fk.eigenvectors_, sk.eigenvectors_, 1e-7)
 
@@ -385,10 +385,11 @@ def test_fit_memory_is_one_gram(solver, dtype, inverse):
     itemsize = np.dtype(dtype).itemsize
     gram = n * n * itemsize
     # O(N k) allowance, in n x p float64 blocks (p = krylov_block_size(k)):
-    # the Krylov basis and its products (2 x 7 blocks) and at most 10 more
-    # (Ritz vectors and their products, residuals, the block being
-    # orthonormalised, QR work, the product's input and output, the start).
-    basis = (2 * 7 + 10) * n * krylov_block_size(5) * 8
+    # the Krylov basis and its products (2 x (_KRYLOV_MAX_BLOCKS + 1) blocks)
+    # and at most 10 more (Ritz vectors and their products, residuals, the
+    # block being orthonormalised, QR work, the product's input and output,
+    # the start).
+    basis = (2 * (_KRYLOV_MAX_BLOCKS + 1) + 10) * n * krylov_block_size(5) * 8
     assert peak <= 1.1 * gram + basis, peak / gram
 
 
