@@ -64,8 +64,9 @@ def krylov_block_size(k):
 # Blocks in the "block_krylov" basis before a thick restart.  The basis of an
 # explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
 # their products are 4% of K), and a restart discards Krylov information: for
-# 5 components with 8-column blocks, 20 blocks took 0.279 s against 6's
-# 0.373 s at gamma=1/16, and 0.542 s against 0.803 s at gamma=1/2.
+# 5 components with 8-column blocks, 14 blocks took 0.286 s against 6's
+# 0.373 s at gamma=1/16 and 0.577 s against 0.803 s at gamma=1/2 (side by
+# side); 20 and 14 were within noise of each other.
 _KRYLOV_MAX_BLOCKS = 20
 
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
