@@ -111,8 +111,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     it up to the block size), e.g. columns of A, which cost no product and act
     as one free step of the iteration.
     max_blocks: most blocks in the basis before a thick restart, at least 3
-    (None: 6; the basis is also held to about 300 columns).  More blocks cost memory and
-    O(n * basis * p) work per product, and restart less often.
+    (None: 6; the basis is also held to about 300 columns).  More blocks
+    cost memory and O(n * basis * p) work per product, and restart less
+    often.
 
     KernelPCA calls it eigen_solver="block_krylov" (formerly "lanczos", a
     misnomer: there is no three-term Lanczos recurrence and no tridiagonal
@@ -121,15 +122,16 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
 
     Method: thick-restarted block Krylov iteration with Rayleigh-Ritz.  The
     basis V holds p = block_size columns per block (p >= k, default
-    k + max(5, k // 2)) and at most m + 1 blocks (m = max_blocks, lowered so
-    the basis has at most ~300 columns), with A V stored next to it, so the projected matrix
-    H = V^T A V and the Ritz residuals are exact without extra products.  Each
-    iteration does one Rayleigh-Ritz step on the current basis and, unless
-    converged, adds one block: the Ritz residuals R = A Y - Y Theta of the top
-    p Ritz vectors Y (Y lies in the basis, so R adds exactly the next
-    block-Krylov directions), orthogonalised against the whole basis by block
-    Gram-Schmidt repeated until no column loses more than half its norm in a
-    pass, then one ``matmat`` call reading A once.  Converged Ritz vectors
+    k + max(5, k // 2)) and at most m + 1 blocks (m = max_blocks, lowered
+    so the basis has at most ~300 columns), with A V stored next to it, so
+    the projected matrix H = V^T A V and the Ritz residuals are exact
+    without extra products.  Each iteration does one Rayleigh-Ritz step on
+    the current basis and, unless converged, adds one block: the Ritz
+    residuals R = A Y - Y Theta of the top p Ritz vectors Y (Y lies in the
+    basis, so R adds exactly the next block-Krylov directions),
+    orthogonalised against the whole basis by block Gram-Schmidt repeated
+    until no column loses more than half its norm in a pass, then one
+    ``matmat`` call reading A once.  Converged Ritz vectors
     are soft-locked: they stay in the basis, but their residuals are replaced
     in the next block by those of the next Ritz vectors.  When the basis is
     full, the Ritz pairs whose residuals form the next block (the top p and

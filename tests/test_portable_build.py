@@ -142,7 +142,8 @@ int main(void) {
     printf("%a\n", total);
     for (int i = 0; i < N; i++) {
         V[i] = cos(0.7 * i);
-        for (int j = i; j < N; j++) A[i * N + j] = A[j * N + i] = sin(0.37 * (i * N + j)) + (i == j);
+        for (int j = i; j < N; j++)
+            A[i * N + j] = A[j * N + i] = sin(0.37 * (i * N + j)) + (i == j);
     }
     for (int i = 0; i < N; i++) {
         double d = A[i * N + i];
