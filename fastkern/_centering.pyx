@@ -14,6 +14,7 @@ partly centred.
 """
 from cython.parallel cimport prange
 from cython cimport floating
+from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
 
@@ -201,3 +202,90 @@ def gram_matmat(const double[:, ::1] K, const double[:, ::1] V, double[:, ::1] o
             r0 = blk * rows
             fk_mm_rows(&K[0, 0], n, r0, min(m, r0 + rows), n, &V[0, 0], bp, &out[0, 0],
                        use_fast)
+
+
+cdef enum:
+    # Rows per block of tall_matmul and tall_inner: fixed, so that results
+    # do not depend on the thread count.
+    TALL_ROWS = 512
+
+
+cdef Py_ssize_t _row_stride(const double[:, :] A, str name) except -1:
+    """A's leading dimension in doubles; its rows must be contiguous."""
+    if A.shape[1] > 1 and A.strides[1] != sizeof(double):
+        raise ValueError(f"{name} must have contiguous rows")
+    if A.strides[0] % sizeof(double) != 0 or A.strides[0] < max(1, A.shape[1]) * sizeof(double):
+        raise ValueError(f"{name} must be a row-major view with a forward row stride")
+    return A.strides[0] // sizeof(double)
+
+
+def tall_matmul(const double[:, :] A, const double[:, :] B, double[:, :] out, int n_threads):
+    """out = A @ B for a tall A (n x c) and a small B (c x p), rows split among threads.
+
+    The block eigensolver's own linear algebra (Ritz vectors, projections) is
+    made of such products, on blocks of n rows against a basis of a few
+    hundred columns.  OpenBLAS on one thread keeps the product's OpenMP threads
+    free of its spinning workers, but leaves a core idle; here each thread runs
+    a single-threaded dgemm on fixed blocks of TALL_ROWS rows (the caller
+    holds BLAS to one thread).  All three arrays are row-major views with
+    contiguous rows (slices of wider arrays are fine).
+    """
+    cdef Py_ssize_t n = A.shape[0], c = A.shape[1], p = B.shape[1], nb, blk, r0
+    cdef Py_ssize_t lda, ldb, ldo
+    cdef int m_, n_, k_, lda_, ldb_, ldo_
+    cdef double one = 1.0, zero = 0.0
+    cdef char tn = b'N'
+    if B.shape[0] != c or out.shape[0] != n or out.shape[1] != p:
+        raise ValueError(f"shapes do not match: A {n}x{c}, B {B.shape[0]}x{p}, "
+                         f"out {out.shape[0]}x{out.shape[1]}")
+    if n == 0 or p == 0:
+        return
+    if c == 0:
+        out[:, :] = 0.0
+        return
+    lda, ldb, ldo = _row_stride(A, "A"), _row_stride(B, "B"), _row_stride(out, "out")
+    m_, k_, lda_, ldb_, ldo_ = <int> p, <int> c, <int> lda, <int> ldb, <int> ldo
+    nb = (n + TALL_ROWS - 1) // TALL_ROWS
+    with nogil:
+        for blk in prange(nb, num_threads=n_threads, schedule='static'):
+            r0 = blk * TALL_ROWS
+            n_ = <int> min(<Py_ssize_t> TALL_ROWS, n - r0)
+            # Row-major out = A B is column-major out^T = B^T A^T: no transposes.
+            dgemm(&tn, &tn, &m_, &n_, &k_, &one, &B[0, 0], &ldb_, &A[r0, 0], &lda_, &zero,
+                  &out[r0, 0], &ldo_)
+
+
+def tall_inner(const double[:, :] A, const double[:, :] B, int n_threads):
+    """Return A^T @ B (c x p) for tall A (n x c) and B (n x p), rows split among threads.
+
+    Each fixed block of TALL_ROWS rows gives a partial product (one
+    single-threaded dgemm); the partials are added in block order, so the
+    result does not depend on the thread count.  Views as in
+    :func:`tall_matmul`.
+    """
+    cdef Py_ssize_t n = A.shape[0], c = A.shape[1], p = B.shape[1], nb, blk, r0
+    cdef Py_ssize_t lda, ldb
+    cdef int m_, n_, k_, lda_, ldb_
+    cdef double one = 1.0, zero = 0.0
+    cdef char tn = b'N', tt = b'T'
+    if B.shape[0] != n:
+        raise ValueError(f"shapes do not match: A {n}x{c}, B {B.shape[0]}x{p}")
+    if n == 0 or c == 0 or p == 0:
+        return np.zeros((c, p))
+    lda, ldb = _row_stride(A, "A"), _row_stride(B, "B")
+    m_, n_, lda_, ldb_ = <int> p, <int> c, <int> lda, <int> ldb
+    nb = (n + TALL_ROWS - 1) // TALL_ROWS
+    partial = np.empty((nb, c, p))
+    cdef double[:, :, ::1] part = partial
+    with nogil:
+        for blk in prange(nb, num_threads=n_threads, schedule='static'):
+            r0 = blk * TALL_ROWS
+            k_ = <int> min(<Py_ssize_t> TALL_ROWS, n - r0)
+            # Row-major part (c x p) = A_blk^T B_blk is column-major
+            # part^T = B_blk^T A_blk: B_blk^T as stored, A_blk transposed.
+            dgemm(&tn, &tt, &m_, &n_, &k_, &one, &B[r0, 0], &ldb_, &A[r0, 0], &lda_, &zero,
+                  &part[blk, 0, 0], &m_)
+    total = partial[0].copy()
+    for blk in range(1, nb):
+        total += partial[blk]
+    return total

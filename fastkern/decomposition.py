@@ -30,8 +30,8 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_pre
                                   kernel_constraints, kernel_gram, resolve_gamma,
                                   structured_kernel, validate_input)
 from fastkern._threads import limits_blas
-from fastkern._validation import (_all_finite, check_real, is_dask_array, memory_budget_bytes,
-                                  parse_memory_budget)
+from fastkern._validation import (_all_finite, check_n_threads, check_real, is_dask_array,
+                                  memory_budget_bytes, parse_memory_budget)
 from fastkern._linalg import solve_shifted_in_place
 from fastkern.centering import CentredGram, KernelCenterer
 
@@ -737,7 +737,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=self.max_iter, random_state=rng, callback=callback,
-                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS)
+                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
+                           n_threads=check_n_threads(self.n_threads))
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

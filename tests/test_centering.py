@@ -559,3 +559,55 @@ def test_fit_means_checked_matches_fit_and_centres_test_kernels_alike():
     assert a.K_fit_all_ == b.K_fit_all_ and a.n_features_in_ == 203
     assert_allclose(a.transform(Kt), SkKernelCenterer().fit(K).transform(Kt), rtol=1e-12,
                     atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 511, 512, 513, 1537])
+@pytest.mark.parametrize("c, p", [(1, 1), (7, 8), (40, 12)])
+def test_tall_products_against_numpy(n, c, p):
+    # The block eigensolver's tall-skinny products: fixed blocks of 512 rows,
+    # on column slices of wider arrays (its basis) and on plain C arrays.
+    from fastkern._centering import tall_inner, tall_matmul
+
+    rng = np.random.default_rng(n + c)
+    wide = rng.standard_normal((n, c + 5)) * 10.0 ** rng.uniform(-3, 3, c + 5)
+    A = wide[:, 2:2 + c]  # rows contiguous, leading dimension c + 5
+    B = rng.standard_normal((c, p))
+    Z = rng.standard_normal((n, p)) + 100.0
+    outs, inners = [], []
+    for threads in (1, 2, 3):
+        out = np.empty((n, p))
+        tall_matmul(A, B, out, threads)
+        outs.append(out)
+        inners.append(tall_inner(A, Z, threads))
+    # A different thread count never changes a bit: the row blocks are fixed.
+    for other in outs[1:]:
+        np.testing.assert_array_equal(other, outs[0])
+    for other in inners[1:]:
+        np.testing.assert_array_equal(other, inners[0])
+    eps = np.finfo(float).eps
+    assert np.all(np.abs(outs[0] - A @ B) <= 2 * c * eps * (np.abs(A) @ np.abs(B)))
+    assert np.all(np.abs(inners[0] - A.T @ Z) <= 2 * n * eps * (np.abs(A).T @ np.abs(Z)))
+
+
+def test_tall_products_read_only_and_bad_layouts():
+    from fastkern._centering import tall_inner, tall_matmul
+
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((600, 5)), rng.standard_normal((5, 3))
+    Z = rng.standard_normal((600, 3))
+    for arr in (A, B, Z):
+        arr.flags.writeable = False
+    out = np.empty((600, 3))
+    tall_matmul(A, B, out, 2)
+    np.testing.assert_allclose(out, A @ B, rtol=1e-13)
+    np.testing.assert_allclose(tall_inner(A, Z, 2), A.T @ Z, rtol=1e-12)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        tall_matmul(np.asfortranarray(A), B, out, 1)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        tall_inner(A, np.asfortranarray(Z), 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        tall_matmul(A, B[:4], out, 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        tall_inner(A, Z[:599], 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        tall_matmul(A, B, out[:, :2], 1)

@@ -112,6 +112,27 @@ def test_max_blocks_bounds_the_basis_and_converges(max_blocks):
     assert res.max() <= 1e-11 * lam[0]
 
 
+def test_threaded_solver_products_are_the_same_for_any_thread_count():
+    # From _TALL_MIN_ROWS rows the solver's own tall products run on OpenMP
+    # threads over fixed row blocks: any thread count gives the same bits,
+    # and the answer agrees with the NumPy path to the tolerance.
+    from fastkern import _eigen
+
+    n = _eigen._TALL_MIN_ROWS + 3
+    X = np.random.default_rng(8).standard_normal((n, 6))
+    A = rbf_kernel(X, gamma=0.2)
+    kw = dict(block_size=8, tol=1e-12, random_state=0, max_blocks=20)
+    runs = [block_eigsh(lambda V: A @ V, n, 5, n_threads=t, **kw) for t in (1, 2, 3)]
+    for w, V in runs[1:]:
+        np.testing.assert_array_equal(w, runs[0][0])
+        np.testing.assert_array_equal(V, runs[0][1])
+    w_np, V_np = block_eigsh(lambda V: A @ V, n, 5, **kw)
+    np.testing.assert_allclose(runs[0][0], w_np, rtol=1e-12)
+    assert np.max(linalg.subspace_angles(runs[0][1], V_np)) < 1e-9
+    res = np.linalg.norm(A @ runs[0][1] - runs[0][1] * runs[0][0], axis=0)
+    assert res.max() <= 1e-12 * runs[0][0][0]
+
+
 def test_float32_operator():
     A = _rbf(500)
     A32 = A.astype(np.float32)
@@ -229,6 +250,7 @@ def test_tolerance_relative_to_largest_eigenvalue():
     (dict(k=3, max_iter=0), ValueError, "max_iter"),
     (dict(k=3, max_blocks=2), ValueError, "max_blocks"),
     (dict(k=3, max_blocks=2.0), TypeError, "max_blocks"),
+    (dict(k=3, n_threads=0), ValueError, "n_threads"),
     (dict(k=3, dtype=np.int64), TypeError, "dtype"),
 ])
 def test_bad_arguments(kwargs, exc, match):
