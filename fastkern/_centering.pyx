@@ -11,6 +11,10 @@ scratch, 0.2% of the matrix), one read-write pass for the update.  Both
 passes run in time-bounded batches (fastkern._batches) so Ctrl-C stops them
 within a fraction of a second; an interrupted in-place centering leaves K
 partly centred.
+
+Also here: the products of the block eigensolver that runs on an uncentred
+Gram (gram_matmat, K V for narrow V) and on its own basis (tall_matmul,
+tall_inner).
 """
 from cython.parallel cimport prange
 from cython cimport floating
