@@ -434,11 +434,13 @@ def transposed(const floating[:, ::1] Y, int n_threads):
 
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
-         bint direct, int n_threads, double order=0.0):
+         bint direct, int n_threads, double order=0.0, bint upper=False):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
     symmetric means Y is X; direct selects the fused distance loop; order is
-    the Bessel kernel's nu (0 <= nu <= 100).
+    the Bessel kernel's nu (0 <= nu <= 100).  upper (with symmetric) writes
+    only the tiles on and above the diagonal: out[i, j] for j >= i and more,
+    never the tiles below, which keep whatever they held.
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
@@ -526,7 +528,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                 if symmetric and I == J:
                     _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
                 stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
-                if symmetric and I != J:
+                if symmetric and I != J and not upper:
                     stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
             fk_store_fence()
     return np.asarray(out)

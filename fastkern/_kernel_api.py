@@ -20,7 +20,8 @@ from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 from fastkern._gamma import median_gamma
 from fastkern._validation import check_n_threads, check_real
 from fastkern.kernels import Kernel
-from fastkern.pairwise import KERNEL_CODES, KERNEL_PARAMS, default_gamma, pairwise_kernels
+from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, default_gamma, pairwise_kernels,
+                               _upper_triangle_gram)
 
 #: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
 KERNEL_PARAM_NAMES = {**_SK_KERNEL_PARAMS, **KERNEL_PARAMS}
@@ -352,6 +353,27 @@ class KernelSpec:
         return CompiledKernel(KERNEL_CODES[self.kernel], default_gamma(p.get("gamma"), n_features),
                               check_real(p.get("degree", 3), "degree", low=1.0),
                               check_real(p.get("coef0", 1), "coef0"))
+
+    def upper_gram(self, X):
+        """k(X, X) with only the tiles on and above the diagonal written, or None.
+
+        ``fastkern.pairwise._upper_triangle_gram``: for the bounded string
+        kernels ("rbf", "laplacian", "sigmoid") on dense float64 X; None
+        otherwise (the caller computes the full Gram).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        K : ndarray of shape (n_samples, n_samples) or None
+        """
+        if not isinstance(self.kernel, str) or self.precomputed:
+            return None
+        params = self.params
+        return _upper_triangle_gram(X, self.kernel, gamma=params.get("gamma"),
+                                   coef0=params.get("coef0", 1.0), n_threads=self.n_threads)
 
     def gram(self, X, Y=None, *, out=None):
         """The Gram matrix k(X, Y) (Y None: k(X, X)); with "precomputed", X itself, checked.

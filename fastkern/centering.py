@@ -143,6 +143,11 @@ class CentredGram:
         OpenMP threads of fastkern's own product (``symmetric=True``); None
         means the default (OMP_NUM_THREADS, else the CPUs available to this
         process, capped by its CPU quota).  BLAS products use BLAS's threads.
+    upper : bool, default=False
+        With ``symmetric=True``: only K's upper triangle holds K (as
+        ``fastkern.pairwise._upper_triangle_gram`` writes it), and the product
+        reads only that (``_centering.gram_matmat_upper``, with or without
+        AVX2).
 
     Attributes
     ----------
@@ -154,6 +159,8 @@ class CentredGram:
         Column means c of K; None until the first call with ``symmetric=True``.
     grand_mean : float or None
         Grand mean t of K; None until the first call with ``symmetric=True``.
+    upper : bool
+        Whether only K's upper triangle is read.
 
     Raises
     ------
@@ -176,10 +183,13 @@ class CentredGram:
     """
 
     def __init__(self, K, row_means=None, col_means=None, grand_mean=None, *,
-                 symmetric=False, n_threads=None):
+                 symmetric=False, n_threads=None, upper=False):
         self.n_threads = check_n_threads(n_threads)
+        if upper and not (symmetric and K.flags.c_contiguous):
+            raise ValueError("upper=True needs symmetric=True and a C-contiguous K")
+        self.upper = bool(upper)
         # K V by gram_matmat needs K V = K^T V, so only for a symmetric K.
-        self._own_product = bool(symmetric and _centering.FAST_MATMAT
+        self._own_product = bool(symmetric and (_centering.FAST_MATMAT or upper)
                                  and K.flags.c_contiguous)
         if symmetric:
             if K.dtype != np.float64:
@@ -217,7 +227,11 @@ class CentredGram:
             Vq[:, :p] = V
             Vq[:, p:q] = 1.0
             full = np.empty_like(Vq)
-            _centering.gram_matmat(K, Vq, full, self.n_threads)
+            if self.upper:
+                acc = np.empty((self.n_threads,) + Vq.shape)
+                _centering.gram_matmat_upper(K, Vq, full, acc, self.n_threads)
+            else:
+                _centering.gram_matmat(K, Vq, full, self.n_threads)
             if q > p:
                 self.row_means = self.col_means = full[:, p] / n
                 self.grand_mean = float(np.mean(self.col_means))

@@ -160,6 +160,39 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0
     return out
 
 
+#: Kernels whose Gram _upper_triangle_gram computes (bounded on finite data, so
+#: the unwritten half needs no finiteness scan either).
+_UPPER_TRIANGLE_KERNELS = {"rbf": _RBF, "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID}
+
+
+def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
+    """k(X, X) with only the tiles on and above the diagonal written, or None.
+
+    For an operator that reads the upper triangle only
+    (``fastkern._centering.gram_matmat_upper``).  The full Gram computes the
+    same tiles and writes each one a second time, transposed, below the
+    diagonal; that write is skipped here (N = 8000, RBF, d = 16, 2 threads:
+    47 ms against 51 ms).  The memory below is not written, but with the
+    transparent huge pages numpy asks for on Linux its pages are faulted in
+    all the same, so resident memory is that of the full Gram.  X: dense
+    float64 (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None:
+    use the full Gram).  Parameters as the kernel's function.
+    """
+    kind = _UPPER_TRIANGLE_KERNELS.get(kernel)
+    if kind is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
+        return None
+    X, Y, symmetric = check_pair(X, None)
+    n_threads = check_n_threads(n_threads)
+    gamma = default_gamma(gamma, X.shape[1])
+    coef0 = check_real(coef0, "coef0")
+    out = check_out(None, (X.shape[0], X.shape[0]), X.dtype)
+    direct = uses_direct_path(kind, X.shape[1])
+    with blas_limit(None if direct else 1):
+        _gram.gram(X, Y, out, kind, gamma, coef0, 1.0, symmetric, direct, n_threads, 0.0,
+                   True)
+    return out
+
+
 def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
     X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
     n_threads = check_n_threads(n_threads)

@@ -611,3 +611,48 @@ def test_tall_products_read_only_and_bad_layouts():
         tall_inner(A, Z[:599], 1)
     with pytest.raises(ValueError, match="shapes do not match"):
         tall_matmul(A, B, out[:, :2], 1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 11, 12, 13, 25, 257, 2061, 4101])
+@pytest.mark.parametrize("bp", [4, 8, 12, 20])
+@pytest.mark.parametrize("fast", [True, False])
+def test_gram_matmat_upper_reads_only_the_upper_triangle(n, bp, fast):
+    # Strips of 12 rows with a short last one, chunks of 2048 columns with a
+    # ragged end, column groups of 8 and a group of 4; fast=False is the
+    # portable code.  Below the diagonal K holds NaN: none of it may be read.
+    from fastkern._centering import gram_matmat_upper
+
+    rng = np.random.default_rng(n + 100 * bp)
+    A = rng.standard_normal((n, n))
+    A = A + A.T
+    K = A.copy()
+    K[np.tril_indices(n, -1)] = np.nan
+    V = rng.standard_normal((n, bp))
+    K.setflags(write=False)
+    V.setflags(write=False)
+    runs = []
+    for threads, slots in ((2, 2), (1, 2), (2, 3)):
+        out = np.full((n, bp), np.nan)
+        gram_matmat_upper(K, V, out, np.empty((slots, n, bp)), threads, fast)
+        runs.append(out)
+    bound = 4 * n * np.finfo(float).eps * (np.abs(A) @ np.abs(V))
+    for out in runs:
+        assert np.all(np.abs(out - A @ V) <= bound)
+    # The same slots give the same bits whichever threads run them.
+    assert_array_equal(runs[1], runs[0])
+
+
+def test_gram_matmat_upper_bad_shapes():
+    from fastkern._centering import gram_matmat_upper
+
+    K, V, out = np.eye(5), np.ones((5, 4)), np.empty((5, 4))
+    with pytest.raises(ValueError, match="shapes do not match"):
+        gram_matmat_upper(K, V[:4], out, np.empty((1, 5, 4)), 1)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        gram_matmat_upper(K, np.ones((5, 3)), np.empty((5, 3)), np.empty((1, 5, 3)), 1)
+    with pytest.raises(ValueError, match="acc must have shape"):
+        gram_matmat_upper(K, V, out, np.empty((0, 5, 4)), 1)
+    with pytest.raises(ValueError, match="upper=True needs symmetric=True"):
+        from fastkern.centering import CentredGram
+
+        CentredGram(K, K.mean(axis=1), K.mean(axis=0), K.mean(), upper=True)

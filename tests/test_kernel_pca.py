@@ -880,3 +880,56 @@ def test_gamma_scale_and_median_resolved_once_at_fit(solver):
     median = fastkern.estimate_gamma(X, random_state=0).gamma
     assert KernelPCA(2, kernel="rbf", gamma="median",
                      eigen_solver="matrix-free").fit(X).gamma_ == pytest.approx(median, rel=1e-12)
+
+
+@pytest.mark.parametrize("kernel, params", [("rbf", {}), ("rbf", {"gamma": 0.01}),
+                                            ("laplacian", {"gamma": 0.3}),
+                                            ("sigmoid", {"gamma": 0.02, "coef0": -0.1})])
+@pytest.mark.parametrize("n, d", [(1, 3), (2, 3), (255, 5), (257, 40), (300, 40)])
+def test_upper_triangle_gram_matches_the_full_gram(kernel, params, n, d):
+    # d = 40: RBF's BLAS path; d <= 32 its fused distance loop.  Tiles of 128
+    # and 256 rows: 255, 257 and 300 rows end inside a tile.
+    from fastkern.pairwise import _upper_triangle_gram, pairwise_kernels
+
+    X = np.random.default_rng(n + d).standard_normal((n, d)) + 3.0
+    K = _upper_triangle_gram(X, kernel, gamma=params.get("gamma"),
+                            coef0=params.get("coef0", 1.0), n_threads=2)
+    full = pairwise_kernels(X, metric=kernel, n_threads=2, **params)
+    iu = np.triu_indices(n)
+    np.testing.assert_array_equal(K[iu], full[iu])
+
+
+def test_upper_triangle_gram_declines_what_it_does_not_cover():
+    import scipy.sparse
+
+    from fastkern.pairwise import _upper_triangle_gram
+
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    assert _upper_triangle_gram(X.astype(np.float32), "rbf") is None
+    assert _upper_triangle_gram(scipy.sparse.csr_matrix(X), "rbf") is None
+    for kernel in ("linear", "poly", "exponential", "cosine", "chi2"):
+        assert _upper_triangle_gram(X, kernel) is None
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "sigmoid"])
+def test_block_krylov_reads_the_upper_triangle_only(monkeypatch, kernel):
+    # The bounded kernels' Gram is written above the diagonal only and the
+    # products read only that; the answer is the full Gram's to rounding.
+    from fastkern import _centering
+    from fastkern._kernel_api import KernelSpec
+
+    full_products = []
+    product = _centering.gram_matmat
+    monkeypatch.setattr(_centering, "gram_matmat",
+                        lambda *a, **kw: full_products.append(1) or product(*a, **kw))
+    X = np.random.default_rng(3).standard_normal((2100, 6))
+    kw = dict(n_components=5, kernel=kernel, gamma=0.05, eigen_solver="block_krylov",
+              random_state=0, tol=1e-12)
+    upper = KernelPCA(**kw).fit(X)
+    assert full_products == []
+    monkeypatch.setattr(KernelSpec, "upper_gram", lambda self, X: None)
+    full = KernelPCA(**kw).fit(X)
+    np.testing.assert_allclose(upper.eigenvalues_, full.eigenvalues_, rtol=1e-11)
+    from scipy.linalg import subspace_angles
+    assert np.max(subspace_angles(upper.eigenvectors_, full.eigenvectors_)) < 1e-8
+    np.testing.assert_allclose(upper.transform(X[:9]), full.transform(X[:9]), atol=1e-9)

@@ -186,3 +186,59 @@ def test_split_header_runs(cc, tmp_path):
     np.testing.assert_allclose(float.fromhex(lines[11]), np.abs(a).sum(), rtol=1e-15)
     # hi + lo holds A to 2^-48; the sums themselves are float64.
     assert float(lines[12]) <= 1e-14
+
+
+# fk_matmat.h's upper-triangle product: both bodies, strips of 12 rows with a
+# short last one, 2061 columns (a full 2048-column chunk and a short one),
+# 12 columns of V (8 + 4), NaN below the diagonal (never read).
+SYM_PROGRAM = r"""
+#include <stdio.h>
+#include <math.h>
+#include "fk_matmat.h"
+enum { N = 2061, B = 12, R = 12 };
+static double A[N * N], K[N * N], V[N * B], out[N * B], T[N * B];
+int main(void) {
+    for (int i = 0; i < N; i++)
+        for (int j = i; j < N; j++)
+            A[i * N + j] = A[j * N + i] = sin(0.37 * i + 0.11 * j) * (1 + (i + j) % 5);
+    for (int i = 0; i < N * N; i++) K[i] = (i % N) >= (i / N) ? A[i] : NAN;
+    for (int i = 0; i < N * B; i++) V[i] = cos(0.11 * i);
+    int fast = fk_mm_fast_available();
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N * B; i++) T[i] = 0.0;
+        for (int i0 = 0; i0 < N; i0 += R)
+            fk_mm_sym_strip(K, N, i0, N - i0 < R ? N - i0 : R, N, V, B, out, T,
+                            pass == 0 ? fast : 0);
+        double worst = 0;
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < B; c++) {
+                double s = 0, a = 0;
+                for (int j = 0; j < N; j++) {
+                    s += A[i * N + j] * V[j * B + c];
+                    a += fabs(A[i * N + j] * V[j * B + c]);
+                }
+                double e = fabs(s - out[i * B + c] - T[i * B + c]) / a;
+                if (isnan(e)) worst = INFINITY;  /* a NaN read: fail */
+                else if (e > worst) worst = e;
+            }
+        printf("%d %.3g\n", pass == 0 ? fast : 0, worst);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
+def test_upper_triangle_matmat_header_runs(cc, tmp_path):
+    if cc is None:
+        pytest.skip("compiler not installed (Debian: musl-tools for musl-gcc)")
+    src = tmp_path / "sym.c"
+    src.write_text(SYM_PROGRAM)
+    exe = tmp_path / "sym"
+    subprocess.run([cc, "-O3", f"-I{SRC}", str(src), "-o", str(exe), "-lm"],
+                   check=True, capture_output=True, timeout=120)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60)
+    lines = [line.split() for line in out.stdout.splitlines()]
+    assert len(lines) == 2 and lines[1][0] == "0"
+    for _, err in lines:
+        assert float(err) <= 2061 * np.finfo(float).eps

@@ -115,6 +115,101 @@ FK_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RE
 }
 #endif
 
+/* The transposed products of a symmetric K stored by its upper triangle:
+ * out[c, 0:4 nv] += sum_{r < R} K[r, c] V[r, 0:4 nv] for the nj <= 6 columns
+ * c of K (row r at K + r * ldk), the register tile of fk_mm_micro with the
+ * roles of rows and columns swapped.  Columns past nj repeat the last one
+ * (computed, not stored), so no read leaves the nj columns. */
+#if defined(__GNUC__)
+FK_INLINE void fk_mm_micro_t(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
+                             const double *FK_RESTRICT V, ptrdiff_t ldv, int nv,
+                             double *FK_RESTRICT out, ptrdiff_t ldo)
+{
+    fk_mm_v a[FK_MM_ROWS][2];
+    int off[FK_MM_ROWS];
+    for (int c = 0; c < FK_MM_ROWS; c++) {
+        off[c] = c < nj ? c : nj - 1;
+        for (int q = 0; q < nv; q++)
+            a[c][q] = (fk_mm_v){0.0, 0.0, 0.0, 0.0};
+    }
+    for (ptrdiff_t r = 0; r < R; r++) {
+        fk_mm_v v[2];
+        const double *k = K + r * ldk;
+        for (int q = 0; q < nv; q++)
+            memcpy(&v[q], V + r * ldv + 4 * q, sizeof(fk_mm_v));
+        for (int c = 0; c < FK_MM_ROWS; c++) {
+            double x = k[off[c]];
+            for (int q = 0; q < nv; q++)
+                a[c][q] += x * v[q];
+        }
+    }
+    for (int c = 0; c < nj; c++)
+        for (int q = 0; q < nv; q++) {
+            fk_mm_v t;
+            memcpy(&t, out + c * ldo + 4 * q, sizeof(fk_mm_v));
+            t += a[c][q];
+            memcpy(out + c * ldo + 4 * q, &t, sizeof(fk_mm_v));
+        }
+}
+
+/* The 4-column remainder of V: 12 columns of K x 1 vector (see fk_mm_micro12). */
+FK_INLINE void fk_mm_micro_t12(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
+                               const double *FK_RESTRICT V, ptrdiff_t ldv,
+                               double *FK_RESTRICT out, ptrdiff_t ldo)
+{
+    fk_mm_v a[12];
+    int off[12];
+    for (int c = 0; c < 12; c++) {
+        off[c] = c < nj ? c : nj - 1;
+        a[c] = (fk_mm_v){0.0, 0.0, 0.0, 0.0};
+    }
+    for (ptrdiff_t r = 0; r < R; r++) {
+        fk_mm_v v;
+        const double *k = K + r * ldk;
+        memcpy(&v, V + r * ldv, sizeof(fk_mm_v));
+        for (int c = 0; c < 12; c++)
+            a[c] += k[off[c]] * v;
+    }
+    for (int c = 0; c < nj; c++) {
+        fk_mm_v t;
+        memcpy(&t, out + c * ldo, sizeof(fk_mm_v));
+        t += a[c];
+        memcpy(out + c * ldo, &t, sizeof(fk_mm_v));
+    }
+}
+#else
+FK_INLINE void fk_mm_micro_t(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
+                             const double *FK_RESTRICT V, ptrdiff_t ldv, int nv,
+                             double *FK_RESTRICT out, ptrdiff_t ldo)
+{
+    double a[FK_MM_ROWS][8] = {{0.0}};
+    int w = 4 * nv;
+    for (ptrdiff_t r = 0; r < R; r++)
+        for (int c = 0; c < nj; c++) {
+            double x = K[r * ldk + c];
+            for (int e = 0; e < w; e++)
+                a[c][e] += x * V[r * ldv + e];
+        }
+    for (int c = 0; c < nj; c++)
+        for (int e = 0; e < w; e++)
+            out[c * ldo + e] += a[c][e];
+}
+
+FK_INLINE void fk_mm_micro_t12(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
+                               const double *FK_RESTRICT V, ptrdiff_t ldv,
+                               double *FK_RESTRICT out, ptrdiff_t ldo)
+{
+    double a[12][4] = {{0.0}};
+    for (ptrdiff_t r = 0; r < R; r++)
+        for (int c = 0; c < nj; c++)
+            for (int e = 0; e < 4; e++)
+                a[c][e] += K[r * ldk + c] * V[r * ldv + e];
+    for (int c = 0; c < nj; c++)
+        for (int e = 0; e < 4; e++)
+            out[c * ldo + e] += a[c][e];
+}
+#endif
+
 /* k[r] = row i + r of K from column jc, for r < R; rows past the nr that
  * remain repeat the last one (their sums are computed but not stored). */
 FK_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, int nr,
@@ -157,6 +252,67 @@ FK_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptr
     }
 }
 
+/* One strip, rows [i0, i0 + R), of out = K V for a symmetric n x n K of
+ * which only the upper triangle (j >= i) is read: half the memory traffic
+ * of fk_mm_rows_body for the same arithmetic.  The strip's own R x R block is summed plainly into
+ * out[i0:i0+R] (zeroed here).  Right of it, each chunk of FK_MM_JB columns
+ * gives out[i0:i0+R] += K_chunk V_chunk (the row tiles) and then, while the
+ * chunk is still in cache, T[chunk] += K_chunk^T V[i0:i0+R]: what the lower
+ * triangle would add to the rows below the strip.  Every sum runs in a
+ * fixed order. */
+FK_INLINE void fk_mm_sym_strip_body(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R,
+                                    ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
+                                    double *T, int wide)
+{
+    const double *k[12];
+    ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
+    int rows4 = wide ? 12 : FK_MM_ROWS;
+    ptrdiff_t i1 = i0 + R;
+    const double *strip = K + i0 * ldk;
+    memset(out + i0 * bp, 0, (size_t)(R * bp) * sizeof(double));
+    for (ptrdiff_t i = i0; i < i1; i++)
+        for (ptrdiff_t j = i0; j < i1; j++) {
+            double x = j >= i ? K[i * ldk + j] : K[j * ldk + i];
+            for (ptrdiff_t c = 0; c < bp; c++)
+                out[i * bp + c] += x * V[j * bp + c];
+        }
+    for (ptrdiff_t jc = i1; jc < n; jc += FK_MM_JB) {
+        ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
+        for (ptrdiff_t i = i0; i < i1 && c8 > 0; i += FK_MM_ROWS) {
+            int nr = i1 - i < FK_MM_ROWS ? (int)(i1 - i) : FK_MM_ROWS;
+            fk_mm_row_ptrs(K, ldk, i, nr, jc, FK_MM_ROWS, k);
+            for (ptrdiff_t c = 0; c < c8; c += 8)
+                fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 2, out + i * bp + c, bp);
+        }
+        for (ptrdiff_t i = i0; i < i1 && c8 < bp; i += rows4) {
+            int nr = i1 - i < rows4 ? (int)(i1 - i) : rows4;
+            fk_mm_row_ptrs(K, ldk, i, nr, jc, rows4, k);
+            for (ptrdiff_t c = c8; c < bp; c += 4) {
+                if (wide)
+                    fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
+                else
+                    fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 1, out + i * bp + c, bp);
+            }
+        }
+        for (ptrdiff_t j = jc; j < jc + jb && c8 > 0; j += FK_MM_ROWS) {
+            int nj = jc + jb - j < FK_MM_ROWS ? (int)(jc + jb - j) : FK_MM_ROWS;
+            for (ptrdiff_t c = 0; c < c8; c += 8)
+                fk_mm_micro_t(strip + j, ldk, nj, R, V + i0 * bp + c, bp, 2, T + j * bp + c, bp);
+        }
+        for (ptrdiff_t j = jc; j < jc + jb && c8 < bp; j += rows4) {
+            int nj = jc + jb - j < rows4 ? (int)(jc + jb - j) : rows4;
+            for (ptrdiff_t c = c8; c < bp; c += 4) {
+                if (wide)
+                    fk_mm_micro_t12(strip + j, ldk, nj, R, V + i0 * bp + c, bp, T + j * bp + c,
+                                    bp);
+                else
+                    fk_mm_micro_t(strip + j, ldk, nj, R, V + i0 * bp + c, bp, 1,
+                                  T + j * bp + c, bp);
+            }
+        }
+    }
+}
+
 #if defined(__GNUC__) && defined(__x86_64__)
 #define FK_MM_HAVE_FAST 1
 __attribute__((target("avx2,fma"))) static void
@@ -171,6 +327,22 @@ static void fk_mm_rows_base(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdif
                             ptrdiff_t n, const double *V, ptrdiff_t bp, double *out)
 {
     fk_mm_rows_body(K, ldk, r0, r1, n, V, bp, out, 0);
+}
+
+#ifdef FK_MM_HAVE_FAST
+__attribute__((target("avx2,fma"))) static void
+fk_mm_sym_strip_fast(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R, ptrdiff_t n,
+                     const double *V, ptrdiff_t bp, double *out, double *T)
+{
+    fk_mm_sym_strip_body(K, ldk, i0, R, n, V, bp, out, T, 1);
+}
+#endif
+
+static void fk_mm_sym_strip_base(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R,
+                                 ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
+                                 double *T)
+{
+    fk_mm_sym_strip_body(K, ldk, i0, R, n, V, bp, out, T, 0);
 }
 
 /* 1 if this CPU runs the AVX2+FMA body; call once, outside parallel regions. */
@@ -195,6 +367,20 @@ static void fk_mm_rows(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r
 #endif
     (void)fast;
     fk_mm_rows_base(K, ldk, r0, r1, n, V, bp, out);
+}
+
+static void fk_mm_sym_strip(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R,
+                            ptrdiff_t n, const double *V, ptrdiff_t bp, double *out, double *T,
+                            int fast)
+{
+#ifdef FK_MM_HAVE_FAST
+    if (fast) {
+        fk_mm_sym_strip_fast(K, ldk, i0, R, n, V, bp, out, T);
+        return;
+    }
+#endif
+    (void)fast;
+    fk_mm_sym_strip_base(K, ldk, i0, R, n, V, bp, out, T);
 }
 
 #endif
