@@ -225,9 +225,9 @@ def gram_matmat_upper(const double[:, ::1] K, const double[:, ::1] V, double[:, 
     K's entries below the diagonal are never read, so they may hold anything
     (``fastkern.pairwise._upper_triangle_gram`` does not write them).  V
     (n x b, b % 4 == 0) and out as for :func:`gram_matmat`.  Rows are cut
-    into strips of STRIP rows, strip s going to slot s % S (S = acc.shape[0], acc of shape (S, n, b), zeroed
-    here); a slot's strips add the lower triangle's share of the product into
-    acc[slot] in order, and the slots are added in order at the end, so the
+    into strips of STRIP rows, strip s going to slot s % S (S =
+    acc.shape[0], acc of shape (S, n, b), zeroed here); a slot's strips add
+    the lower triangle's share of the product into acc[slot] in order, and the slots are added in order at the end, so the
     result is the same from run to run for a given S.  Each thread takes
     whole slots: with S = n_threads each keeps one accumulator warm in cache
     (N = 8000, 8 columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4;

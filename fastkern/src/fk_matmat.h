@@ -219,43 +219,51 @@ FK_INLINE void fk_mm_row_ptrs(const double *K, ptrdiff_t ldk, ptrdiff_t i, int n
         k[r] = K + (i + (r < nr ? r : nr - 1)) * ldk + jc;
 }
 
-/* out[r0:r1, :] = K[r0:r1, 0:n] V; K row-major (leading dimension ldk), V n x bp, out m x bp.
+/* out[r0:r1, :] += K[r0:r1, jc:jc+jb] V[jc:jc+jb, :], one chunk of columns;
+ * K row-major (leading dimension ldk), V and out with bp columns.
  * wide: 8 columns per pass (needs 16 registers of 32 bytes: AVX2), then the
  * 4 left over 12 rows at a time; else only 4-column passes of 6 rows, so that
  * 16-byte registers (SSE2, where a 32-byte vector takes two) do not spill. */
-FK_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
-                               ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
-                               int wide)
+FK_INLINE void fk_mm_row_tiles(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
+                               ptrdiff_t jc, ptrdiff_t jb, const double *V, ptrdiff_t bp,
+                               double *out, int wide)
 {
     const double *k[12];
     ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
     int rows4 = wide ? 12 : FK_MM_ROWS;
-    memset(out + r0 * bp, 0, (size_t)((r1 - r0) * bp) * sizeof(double));
-    for (ptrdiff_t jc = 0; jc < n; jc += FK_MM_JB) {
-        ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
-        for (ptrdiff_t i = r0; i < r1 && c8 > 0; i += FK_MM_ROWS) {
-            int nr = r1 - i < FK_MM_ROWS ? (int)(r1 - i) : FK_MM_ROWS;
-            fk_mm_row_ptrs(K, ldk, i, nr, jc, FK_MM_ROWS, k);
-            for (ptrdiff_t c = 0; c < c8; c += 8)
-                fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 2, out + i * bp + c, bp);
-        }
-        for (ptrdiff_t i = r0; i < r1 && c8 < bp; i += rows4) {
-            int nr = r1 - i < rows4 ? (int)(r1 - i) : rows4;
-            fk_mm_row_ptrs(K, ldk, i, nr, jc, rows4, k);
-            for (ptrdiff_t c = c8; c < bp; c += 4) {
-                if (wide)
-                    fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
-                else
-                    fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 1, out + i * bp + c, bp);
-            }
+    for (ptrdiff_t i = r0; i < r1 && c8 > 0; i += FK_MM_ROWS) {
+        int nr = r1 - i < FK_MM_ROWS ? (int)(r1 - i) : FK_MM_ROWS;
+        fk_mm_row_ptrs(K, ldk, i, nr, jc, FK_MM_ROWS, k);
+        for (ptrdiff_t c = 0; c < c8; c += 8)
+            fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 2, out + i * bp + c, bp);
+    }
+    for (ptrdiff_t i = r0; i < r1 && c8 < bp; i += rows4) {
+        int nr = r1 - i < rows4 ? (int)(r1 - i) : rows4;
+        fk_mm_row_ptrs(K, ldk, i, nr, jc, rows4, k);
+        for (ptrdiff_t c = c8; c < bp; c += 4) {
+            if (wide)
+                fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
+            else
+                fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 1, out + i * bp + c, bp);
         }
     }
 }
 
+/* out[r0:r1, :] = K[r0:r1, 0:n] V, chunk by chunk of FK_MM_JB columns. */
+FK_INLINE void fk_mm_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
+                               ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
+                               int wide)
+{
+    memset(out + r0 * bp, 0, (size_t)((r1 - r0) * bp) * sizeof(double));
+    for (ptrdiff_t jc = 0; jc < n; jc += FK_MM_JB)
+        fk_mm_row_tiles(K, ldk, r0, r1, jc, n - jc < FK_MM_JB ? n - jc : FK_MM_JB, V, bp, out,
+                        wide);
+}
+
 /* One strip, rows [i0, i0 + R), of out = K V for a symmetric n x n K of
  * which only the upper triangle (j >= i) is read: half the memory traffic
- * of fk_mm_rows_body for the same arithmetic.  The strip's own R x R block is summed plainly into
- * out[i0:i0+R] (zeroed here).  Right of it, each chunk of FK_MM_JB columns
+ * of fk_mm_rows_body for the same arithmetic.  The strip's own R x R block
+ * is summed plainly into out[i0:i0+R] (zeroed here).  Right of it, each chunk of FK_MM_JB columns
  * gives out[i0:i0+R] += K_chunk V_chunk (the row tiles) and then, while the
  * chunk is still in cache, T[chunk] += K_chunk^T V[i0:i0+R]: what the lower
  * triangle would add to the rows below the strip.  Every sum runs in a
@@ -264,7 +272,6 @@ FK_INLINE void fk_mm_sym_strip_body(const double *K, ptrdiff_t ldk, ptrdiff_t i0
                                     ptrdiff_t n, const double *V, ptrdiff_t bp, double *out,
                                     double *T, int wide)
 {
-    const double *k[12];
     ptrdiff_t c8 = wide ? bp / 8 * 8 : 0;
     int rows4 = wide ? 12 : FK_MM_ROWS;
     ptrdiff_t i1 = i0 + R;
@@ -278,22 +285,7 @@ FK_INLINE void fk_mm_sym_strip_body(const double *K, ptrdiff_t ldk, ptrdiff_t i0
         }
     for (ptrdiff_t jc = i1; jc < n; jc += FK_MM_JB) {
         ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
-        for (ptrdiff_t i = i0; i < i1 && c8 > 0; i += FK_MM_ROWS) {
-            int nr = i1 - i < FK_MM_ROWS ? (int)(i1 - i) : FK_MM_ROWS;
-            fk_mm_row_ptrs(K, ldk, i, nr, jc, FK_MM_ROWS, k);
-            for (ptrdiff_t c = 0; c < c8; c += 8)
-                fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 2, out + i * bp + c, bp);
-        }
-        for (ptrdiff_t i = i0; i < i1 && c8 < bp; i += rows4) {
-            int nr = i1 - i < rows4 ? (int)(i1 - i) : rows4;
-            fk_mm_row_ptrs(K, ldk, i, nr, jc, rows4, k);
-            for (ptrdiff_t c = c8; c < bp; c += 4) {
-                if (wide)
-                    fk_mm_micro12(k, nr, V + jc * bp + c, bp, jb, out + i * bp + c, bp);
-                else
-                    fk_mm_micro(k, nr, V + jc * bp + c, bp, jb, 1, out + i * bp + c, bp);
-            }
-        }
+        fk_mm_row_tiles(K, ldk, i0, i1, jc, jb, V, bp, out, wide);
         for (ptrdiff_t j = jc; j < jc + jb && c8 > 0; j += FK_MM_ROWS) {
             int nj = jc + jb - j < FK_MM_ROWS ? (int)(jc + jb - j) : FK_MM_ROWS;
             for (ptrdiff_t c = 0; c < c8; c += 8)
