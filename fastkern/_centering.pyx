@@ -227,11 +227,12 @@ def gram_matmat_upper(const double[:, ::1] K, const double[:, ::1] V, double[:, 
     (n x b, b % 4 == 0) and out as for :func:`gram_matmat`.  Rows are cut
     into strips of STRIP rows, strip s going to slot s % S (S =
     acc.shape[0], acc of shape (S, n, b), zeroed here); a slot's strips add
-    the lower triangle's share of the product into acc[slot] in order, and the slots are added in order at the end, so the
-    result is the same from run to run for a given S.  Each thread takes
-    whole slots: with S = n_threads each keeps one accumulator warm in cache
-    (N = 8000, 8 columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4;
-    gram_matmat 13.9-14.2 ms).  fast=False forces the portable code (tests).
+    the lower triangle's share of the product into acc[slot] in order, and
+    the slots are added in order at the end, so the result is the same from
+    run to run for a given S.  Each thread takes whole slots: with
+    S = n_threads each keeps one accumulator warm in cache (N = 8000, 8
+    columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4; gram_matmat
+    13.9-14.2 ms).  fast=False forces the portable code (tests).
     """
     cdef Py_ssize_t n = K.shape[0], bp = V.shape[1], S = acc.shape[0], nstrips, slot, st, i0
     cdef int use_fast = fast and FAST_MATMAT
