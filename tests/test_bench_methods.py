@@ -42,3 +42,22 @@ def test_cli_methods_refuses_grid_options(tmp_path):
     assert proc.returncode == 2
     assert "--methods takes --quick and --threads only" in proc.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_side_by_side_interleaves_and_settles(monkeypatch):
+    # Calls alternate round by round, each after the settle pause, and the
+    # fastest time of each contestant is kept.
+    from fastkern._bench import measuring
+
+    events, sleeps = [], []
+    monkeypatch.setattr(measuring.time, "sleep", lambda s: sleeps.append(s))
+    clock = iter(range(100))
+    monkeypatch.setattr(measuring.time, "perf_counter", lambda: next(clock))
+    best = measuring.side_by_side({"a": lambda: events.append("a"),
+                                   "b": lambda: events.append("b")}, rounds=2, settle=0.3)
+    assert events == ["a", "b", "a", "b"]
+    assert sleeps == [0.3] * 4
+    assert best == {"a": 1, "b": 1}
+    sleeps.clear()
+    measuring.side_by_side({"a": lambda: None}, rounds=2)
+    assert sleeps == []

@@ -233,12 +233,22 @@ def measure(task, impl, n, *, d=N_FEATURES, n_threads=None, min_time=0.2, max_re
 
 
 
-def side_by_side(fns, *, rounds=3):
+def side_by_side(fns, *, rounds=3, settle=0.0):
     """Fastest time of each named callable, calls interleaved round by round so
-    that load from other processes hits every contestant alike."""
+    that load from other processes hits every contestant alike.
+
+    settle: seconds to wait before each timed call.  OpenBLAS's worker
+    threads keep spinning for about 0.1 s after a BLAS or LAPACK call, so a
+    call started at once shares a core with them: fastkern's KernelPCA fit
+    at N=8000 took 0.31-0.64 s right after scikit-learn's arpack fit, and
+    0.25-0.28 s after a pause (2 cores).  Waiting lets each contestant start
+    from the same quiet state instead of paying for the one before it.
+    """
     best = {name: math.inf for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
