@@ -146,17 +146,20 @@ def _output(out, shape, dtype, inputs, n_threads):
     return out
 
 
-def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0):
+def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0,
+         upper=False):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     if direct:
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads, order)
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads, order,
+                   upper)
         return out
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
     with blas_limit(1):
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads, order)
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads, order,
+                   upper)
     return out
 
 
@@ -172,25 +175,19 @@ def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
     (``fastkern._centering.gram_matmat_upper``).  The full Gram computes the
     same tiles and writes each one a second time, transposed, below the
     diagonal; that write is skipped here (N = 8000, RBF, d = 16, 2 threads:
-    47 ms against 51 ms).  The memory below is not written, but with the
-    transparent huge pages numpy asks for on Linux its pages are faulted in
-    all the same, so resident memory is that of the full Gram.  X: dense
+    47 ms against 51 ms).  The tiles below are not written, but their pages
+    are faulted in (by the full Gram's parallel first touch, and with the
+    transparent huge pages numpy asks for on Linux by the tiles beside them
+    anyway), so resident memory is that of the full Gram.  X: dense
     float64 (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None:
     use the full Gram).  Parameters as the kernel's function.
     """
     kind = _UPPER_TRIANGLE_KERNELS.get(kernel)
     if kind is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
         return None
-    X, Y, symmetric = check_pair(X, None)
-    n_threads = check_n_threads(n_threads)
-    gamma = default_gamma(gamma, X.shape[1])
-    coef0 = check_real(coef0, "coef0")
-    out = check_out(None, (X.shape[0], X.shape[0]), X.dtype)
-    direct = uses_direct_path(kind, X.shape[1])
-    with blas_limit(None if direct else 1):
-        _gram.gram(X, Y, out, kind, gamma, coef0, 1.0, symmetric, direct, n_threads, 0.0,
-                   True)
-    return out
+    d = _features(X)
+    return _run(X, None, kind, default_gamma(gamma, d), check_real(coef0, "coef0"), 1.0, None,
+                n_threads, uses_direct_path(kind, d), upper=True)
 
 
 def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
