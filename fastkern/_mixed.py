@@ -28,7 +28,7 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from fastkern import _split
-from fastkern._kernel_api import kernel_gram
+from fastkern._kernel_api import KernelSpec
 from fastkern._linalg import restore_factored_triangle
 from fastkern._validation import check_n_threads
 from fastkern.pairwise import KERNEL_CODES
@@ -73,8 +73,9 @@ class SplitGram:
         self.diag = np.empty(n)
         self.abs_row_sums = np.zeros(n)
         s = np.empty(0) if s is None else np.ascontiguousarray(s, dtype=np.float64)
-        params = dict(kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                      kernel_params=kernel_params, n_threads=n_threads)
+        # Validated once for all the panels.
+        spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                      kernel_params=kernel_params, n_threads=n_threads)
         rows = min(n, _PANEL_ROWS)
         dbuf, pbuf = np.empty(rows * rows), np.empty(rows * (n - rows))
         for i0 in range(0, n, rows):
@@ -82,10 +83,10 @@ class SplitGram:
             b, m = i1 - i0, n - i1
             # The diagonal block as a symmetric Gram (exactly symmetric, exact
             # RBF diagonal, as the float64 path's Gram), the rest of the rows apart.
-            D = kernel_gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b), **params)
+            D = spec.gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b))
             P = pbuf[:b * m].reshape(b, m)
             if m:
-                P = kernel_gram(X[i0:i1], X[i1:], out=P, **params)
+                P = spec.gram(X[i0:i1], X[i1:], out=P)
             _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
                                n_threads)
 

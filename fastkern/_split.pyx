@@ -25,6 +25,7 @@ from cython.parallel cimport prange
 import numpy as np
 
 cdef extern from "fk_split.h" nogil:
+    Py_ssize_t fk_split_lo_offset(Py_ssize_t i, Py_ssize_t n)
     void fk_split_band(const float *K, const float *lo, const double *diag, const double *Vt,
                        double *out, double *T, Py_ssize_t n, Py_ssize_t t, Py_ssize_t r0,
                        Py_ssize_t r1)
@@ -32,11 +33,6 @@ cdef extern from "fk_split.h" nogil:
                               float *lo, Py_ssize_t length)
     double fk_split_column(const double *src, Py_ssize_t stride, const double *s, double sj,
                            float *dst, Py_ssize_t length)
-
-
-cdef inline Py_ssize_t _lo_offset(Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    # Rows 0..i-1 of the strict upper triangle hold n-1, n-2, ..., n-i values.
-    return i * (n - 1) - i * (i - 1) // 2
 
 
 def lo_size(Py_ssize_t n):
@@ -56,11 +52,12 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
     absrow[j] (absrow summed over all panels: the absolute row sums of a).
     Each row and column is written by one thread.
     """
-    cdef Py_ssize_t n = K.shape[0], b = D.shape[0], r, i, j, o, c
+    cdef Py_ssize_t n = K.shape[0], b = D.shape[0], r, i, j, o, stride, length
     cdef Py_ssize_t ldp = n - i0 - b
     cdef const double *sp
     cdef const double *Dp
     cdef const double *Pp
+    cdef const double *src
     cdef float *Kp
     cdef float *lop
     cdef double v, si, sj, acc
@@ -77,7 +74,7 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
     with nogil:
         for r in prange(b, num_threads=n_threads, schedule='static'):
             i = i0 + r
-            o = _lo_offset(i, n)
+            o = fk_split_lo_offset(i, n)
             si = sp[i] if sp != NULL else 1.0
             v = (Dp[r * b + r] * si) * si if sp != NULL else Dp[r * b + r]
             Kp[i * n + i] = <float> v
@@ -94,14 +91,13 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
         # The mirror image below the diagonal, and the columns' share of absrow.
         for j in prange(i0 + 1, n, num_threads=n_threads, schedule='static'):
             sj = sp[j] if sp != NULL else 1.0
-            c = j - i0 if j < i0 + b else b
+            # Column j of the panel: in D (its first j - i0 rows) or in P (all b).
             if j < i0 + b:
-                acc = fk_split_column(Dp + j - i0, b, sp + i0 if sp != NULL else NULL, sj,
-                                      Kp + j * n + i0, c)
+                src, stride, length = Dp + j - i0, b, j - i0
             else:
-                acc = fk_split_column(Pp + j - i0 - b, ldp, sp + i0 if sp != NULL else NULL, sj,
-                                      Kp + j * n + i0, c)
-            absrow[j] += acc
+                src, stride, length = Pp + j - i0 - b, ldp, b
+            absrow[j] += fk_split_column(src, stride, sp + i0 if sp != NULL else NULL, sj,
+                                         Kp + j * n + i0, length)
 
 
 def split_matmat(const float[:, ::1] K, const float[::1] lo, const double[::1] diag,

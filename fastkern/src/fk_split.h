@@ -16,6 +16,13 @@
 
 #include "fk_maps.h"
 
+/* Where row i of the packed strict upper triangle starts: rows 0..i-1 hold
+ * n - 1, n - 2, ..., n - i values. */
+FK_INLINE ptrdiff_t fk_split_lo_offset(ptrdiff_t i, ptrdiff_t n)
+{
+    return i * (n - 1) - i * (i - 1) / 2;
+}
+
 /* Returns sum_j a_j v[j] and adds a_j x to T[j], a_j = hi[j] + lo[j] in double, j < len. */
 FK_INLINE double fk_split_row(const float *FK_RESTRICT hi, const float *FK_RESTRICT lo,
                               const double *FK_RESTRICT v, double *FK_RESTRICT T,
@@ -45,8 +52,7 @@ FK_CLONES static void fk_split_band(const float *K, const float *lo, const doubl
                                     ptrdiff_t t, ptrdiff_t r0, ptrdiff_t r1)
 {
     for (ptrdiff_t i = r0; i < r1; i++) {
-        /* Row i's n - 1 - i values follow rows 0..i-1's (n - 1) + ... + (n - i). */
-        const float *l = lo + (i * (n - 1) - i * (i - 1) / 2);
+        const float *l = lo + fk_split_lo_offset(i, n);
         for (ptrdiff_t c = 0; c < t; c++) {
             const double *v = Vt + c * n;
             out[c * n + i] = diag[i] * v[i] + fk_split_row(K + i * n + i + 1, l, v + i + 1,
