@@ -517,11 +517,11 @@ def test_centred_gram_own_product_matches_blas(p, monkeypatch):
     V = np.random.default_rng(p).standard_normal((301, p))
     scale = np.abs(K).sum() / 301 * np.abs(V).max()
     op = CentredGram(K, symmetric=True, n_threads=2)
-    assert op._own_product == _centering.FAST_MATMAT
+    assert op.uses_blas != _centering.FAST_MATMAT
     first, second = op(V), op(V)
     monkeypatch.setattr(_centering, "FAST_MATMAT", False)
     ref = CentredGram(K, symmetric=True)
-    assert not ref._own_product
+    assert ref.uses_blas
     assert_allclose(first, ref(V), atol=1e-13 * scale)
     assert_allclose(second, first, atol=1e-13 * scale)
     assert_allclose(op.col_means, ref.col_means, rtol=1e-13)
@@ -562,35 +562,48 @@ def test_fit_means_checked_matches_fit_and_centres_test_kernels_alike():
 
 
 @pytest.mark.parametrize("n", [1, 2, 511, 512, 513, 1537])
-@pytest.mark.parametrize("c, p", [(1, 1), (7, 8), (40, 12)])
-def test_tall_products_against_numpy(n, c, p):
+@pytest.mark.parametrize("c, p", [(1, 1), (7, 8), (13, 4), (40, 12), (5, 20)])
+@pytest.mark.parametrize("fast", [True, False])
+def test_tall_products_against_numpy(n, c, p, fast):
     # The block eigensolver's tall-skinny products: fixed blocks of 512 rows,
-    # on column slices of wider arrays (its basis) and on plain C arrays.
-    from fastkern._centering import tall_inner, tall_matmul
+    # on column slices of wider arrays (its basis) and on plain C arrays;
+    # fastkern's register tiles (p a multiple of 4, with AVX2) and dgemm.
+    from fastkern._centering import tall_inner, tall_matmul, tall_residual
 
     rng = np.random.default_rng(n + c)
     wide = rng.standard_normal((n, c + 5)) * 10.0 ** rng.uniform(-3, 3, c + 5)
     A = wide[:, 2:2 + c]  # rows contiguous, leading dimension c + 5
+    A2 = rng.standard_normal((n, c + 3))[:, 1:1 + c]
     B = rng.standard_normal((c, p))
+    ST = rng.standard_normal((c, p)) * 3.0
     Z = rng.standard_normal((n, p)) + 100.0
-    outs, inners = [], []
+    outs, inners, resids = [], [], []
     for threads in (1, 2, 3):
         out = np.empty((n, p))
-        tall_matmul(A, B, out, threads)
+        tall_matmul(A, B, out, threads, fast)
         outs.append(out)
-        inners.append(tall_inner(A, Z, threads))
+        inners.append(tall_inner(A, Z, threads, fast))
+        R = np.empty((n, p))
+        resids.append((R, tall_residual(A, A2, B, ST, R, threads, fast)))
     # A different thread count never changes a bit: the row blocks are fixed.
     for other in outs[1:]:
         np.testing.assert_array_equal(other, outs[0])
     for other in inners[1:]:
         np.testing.assert_array_equal(other, inners[0])
+    for R, norms in resids[1:]:
+        np.testing.assert_array_equal(R, resids[0][0])
+        np.testing.assert_array_equal(norms, resids[0][1])
     eps = np.finfo(float).eps
     assert np.all(np.abs(outs[0] - A @ B) <= 2 * c * eps * (np.abs(A) @ np.abs(B)))
     assert np.all(np.abs(inners[0] - A.T @ Z) <= 2 * n * eps * (np.abs(A).T @ np.abs(Z)))
+    R, norms = resids[0]
+    bound = (np.abs(A2) @ np.abs(B) + np.abs(A) @ np.abs(ST)) * 2 * (c + 1) * eps
+    assert np.all(np.abs(R - (A2 @ B - A @ ST)) <= bound)
+    np.testing.assert_allclose(norms, np.linalg.norm(R, axis=0), rtol=1e-13)
 
 
 def test_tall_products_read_only_and_bad_layouts():
-    from fastkern._centering import tall_inner, tall_matmul
+    from fastkern._centering import tall_inner, tall_matmul, tall_residual
 
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((600, 5)), rng.standard_normal((5, 3))
@@ -611,6 +624,14 @@ def test_tall_products_read_only_and_bad_layouts():
         tall_inner(A, Z[:599], 1)
     with pytest.raises(ValueError, match="shapes do not match"):
         tall_matmul(A, B, out[:, :2], 1)
+    R = np.empty((600, 3))
+    np.testing.assert_allclose(tall_residual(A, A, B, B, R, 2), np.zeros(3), atol=0)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        tall_residual(A, A[:599], B, B, R, 1)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        tall_residual(A, A, B, B[:, :2], R, 1)
+    with pytest.raises(ValueError, match="contiguous rows"):
+        tall_residual(A, np.asfortranarray(A), B, B, R, 1)
 
 
 @pytest.mark.parametrize("n", [1, 2, 11, 12, 13, 25, 257, 2061, 4101])

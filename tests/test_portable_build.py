@@ -234,3 +234,61 @@ int main(void) {
 @pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
 def test_upper_triangle_matmat_header_runs(cc, tmp_path):
     _assert_both_bodies_accurate(_header_program_output(cc, tmp_path, "sym", SYM_PROGRAM), 2061)
+
+
+# fk_matmat.h's tall products of the block eigensolver, both bodies: out = A^T Z
+# (fk_mm_tn) and out = A B then out += A2 B (fk_mm_nn, overwrite then add) on
+# 517 rows of a 23-column A with leading dimension 29 (groups of 6 and 12
+# columns with short ends) and 12 columns (8 + 4).
+TALL_PROGRAM = r"""
+#include <stdio.h>
+#include <math.h>
+#include "fk_matmat.h"
+enum { R = 517, C = 23, LD = 29, B = 12 };
+static double A[R * LD], A2[R * LD], Z[R * B], Bm[C * B], tn[C * B], nn[R * B];
+int main(void) {
+    for (int i = 0; i < R * LD; i++) {
+        A[i] = sin(0.37 * i) * (1 + i % 5);
+        A2[i] = cos(0.23 * i) * (1 + i % 3);
+    }
+    for (int i = 0; i < R * B; i++) Z[i] = cos(0.11 * i);
+    for (int i = 0; i < C * B; i++) Bm[i] = sin(0.7 * i + 1.0);
+    int fast = fk_mm_fast_available();
+    for (int pass = 0; pass < 2; pass++) {
+        int f = pass == 0 ? fast : 0;
+        for (int i = 0; i < C * B; i++) tn[i] = 0.0;
+        for (int i = 0; i < R * B; i++) nn[i] = NAN;  /* overwritten, never read */
+        fk_mm_tn(A, LD, R, C, Z, B, B, tn, f);
+        fk_mm_nn(A, LD, R, C, Bm, B, nn, 0, f);
+        fk_mm_nn(A2, LD, R, C, Bm, B, nn, 1, f);
+        double worst = 0;
+        for (int j = 0; j < C; j++)
+            for (int c = 0; c < B; c++) {
+                double s = 0, a = 0;
+                for (int r = 0; r < R; r++) {
+                    s += A[r * LD + j] * Z[r * B + c];
+                    a += fabs(A[r * LD + j] * Z[r * B + c]);
+                }
+                double e = fabs(s - tn[j * B + c]) / a;
+                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < B; c++) {
+                double s = 0, a = 0;
+                for (int j = 0; j < C; j++) {
+                    s += (A[r * LD + j] + A2[r * LD + j]) * Bm[j * B + c];
+                    a += (fabs(A[r * LD + j]) + fabs(A2[r * LD + j])) * fabs(Bm[j * B + c]);
+                }
+                double e = fabs(s - nn[r * B + c]) / a;
+                if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+            }
+        printf("%d %.3g\n", f, worst);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
+def test_tall_product_header_runs(cc, tmp_path):
+    _assert_both_bodies_accurate(_header_program_output(cc, tmp_path, "tall", TALL_PROGRAM), 517)
