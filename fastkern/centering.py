@@ -161,6 +161,10 @@ class CentredGram:
         Grand mean t of K; None until the first call with ``symmetric=True``.
     upper : bool
         Whether only K's upper triangle is read.
+    uses_blas : bool
+        Whether the products call BLAS (False: fastkern's own product on
+        ``n_threads`` OpenMP threads, used with ``symmetric=True`` where AVX2
+        and FMA are available or with ``upper=True``).
 
     Raises
     ------
@@ -189,8 +193,8 @@ class CentredGram:
             raise ValueError("upper=True needs symmetric=True and a C-contiguous K")
         self.upper = bool(upper)
         # K V by gram_matmat needs K V = K^T V, so only for a symmetric K.
-        self._own_product = bool(symmetric and (_centering.FAST_MATMAT or upper)
-                                 and K.flags.c_contiguous)
+        self.uses_blas = not (symmetric and (_centering.FAST_MATMAT or upper)
+                              and K.flags.c_contiguous)
         if symmetric:
             if K.dtype != np.float64:
                 raise TypeError("means from the product need a float64 K, got "
@@ -220,7 +224,7 @@ class CentredGram:
         """
         K = self.K
         n, p = V.shape
-        if self._own_product:
+        if not self.uses_blas:
             # One more column of ones on the first call gives the means.
             q = p + (self.col_means is None)
             Vq = np.zeros((n, -(-q // 4) * 4))  # gram_matmat takes multiples of 4

@@ -754,7 +754,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=self.max_iter, random_state=rng, callback=callback,
                            v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
-                           n_threads=check_n_threads(self.n_threads))
+                           n_threads=check_n_threads(self.n_threads), matmat_blas=op.uses_blas)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

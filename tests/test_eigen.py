@@ -293,6 +293,35 @@ def test_starting_block(make, k):
         block_eigsh(lambda X: A @ X, n, k, v0=np.ones((n + 1, 2)))
 
 
+def test_blas_held_for_the_whole_solve_when_matmat_needs_none():
+    # matmat_blas=False: BLAS stays on one thread in the product too, the
+    # caller's limit comes back afterwards, and the answer is bit for bit the
+    # one of the default (the solver's own steps run on one thread either way).
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads():
+        return {d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"}
+
+    A = _rbf(420)
+    seen = set()
+
+    def product(V):
+        # einsum's own loop: the same bits on any number of BLAS threads.
+        return np.einsum("ij,jk->ik", A, V)
+
+    def matmat(V):
+        seen.update(blas_threads())
+        return product(V)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        held = block_eigsh(matmat, 420, 3, random_state=0, matmat_blas=False)
+        assert blas_threads() == {2}
+        default = block_eigsh(product, 420, 3, random_state=0)
+    assert seen == {1}
+    np.testing.assert_array_equal(held[0], default[0])
+    np.testing.assert_array_equal(held[1], default[1])
+
+
 # -- randomized_eigsh: scikit-learn's randomized "module" eigensolver, re-implemented ----------
 
 def _indefinite(n=300):
