@@ -23,7 +23,7 @@ from fastkern import _centering
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads
 
-__all__ = ["block_eigsh", "column_signs", "randomized_eigsh"]
+__all__ = ["block_eigsh", "column_signs", "krylov_basis", "randomized_eigsh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -69,6 +69,51 @@ def column_signs(U):
     signs = np.sign(U[rows, np.arange(U.shape[1])])
     signs[signs == 0] = 1.0
     return signs
+
+
+def _blocks(n, p, max_blocks):
+    """Blocks before a thick restart of block_eigsh with p columns per block,
+    or None where it forms A densely instead."""
+    m = min(_MAX_BLOCKS if max_blocks is None else max_blocks, max(3, _BASIS_COLUMNS // p - 1))
+    return None if n < _DENSE_N or 2 * (m + 1) * p >= n else m
+
+
+def krylov_basis(n, block_size, max_blocks=None):
+    """The basis and product arrays block_eigsh would allocate, written once, or None.
+
+    For a caller that allocates a large operator just before the solve (a
+    Gram matrix): pages first written after such an allocation can cost far
+    more than the same pages written before it.  On this project's 2-core
+    VM, right after scikit-learn's KernelPCA fit, writing the 21 MB basis at
+    N=8000 took 22-55 ms once the 512 MB Gram had been allocated and
+    2.6-3.0 ms before it (the same page faults, each about ten times
+    slower: the host had taken back the memory scikit-learn freed).  None
+    where block_eigsh forms A densely (small n).
+
+    Parameters
+    ----------
+    n : int
+        Unknowns.
+    block_size : int
+        Columns per block, as given to block_eigsh.
+    max_blocks : int, default=None
+        As given to block_eigsh.
+
+    Returns
+    -------
+    basis : tuple of two ndarrays of shape (n, width), or None
+        Zero-filled V and W for ``block_eigsh(..., basis=basis)``.
+    """
+    p = min(check_int(block_size, "block_size", 1), n)
+    m = _blocks(n, p, max_blocks)
+    if m is None:
+        return None
+    V = np.empty((n, min(n, (m + 1) * p)))
+    W = np.empty_like(V)
+    # Written, not just reserved: the first write is what costs.
+    V.fill(0.0)
+    W.fill(0.0)
+    return V, W
 
 
 def _orthonormal_block(Z, basis, width, rng, n_threads=None, norms=None):
@@ -135,7 +180,7 @@ def _apply(matmat, V, dtype, n):
 
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
                 random_state=None, callback=None, v0=None, max_blocks=None, n_threads=None,
-                matmat_blas=True):
+                matmat_blas=True, basis=None):
     """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
 
     matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
@@ -159,6 +204,8 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     held to one thread for the whole solve instead of switched around every
     product (KernelPCA at N=8000, 13 products, side by side: fit 0.249 s
     against 0.252 s best of 10, 0.253 s against 0.269 s median).
+    basis: the arrays of ``krylov_basis(n, block_size, max_blocks)`` to hold
+    the basis and its products, instead of new ones (see there).
 
     KernelPCA calls it eigen_solver="block_krylov" (formerly "lanczos", a
     misnomer: there is no three-term Lanczos recurrence and no tridiagonal
@@ -229,11 +276,11 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     if max_blocks is not None:
         # A thick restart keeps up to 2p - 1 columns and adds p.
         max_blocks = check_int(max_blocks, "max_blocks", 3)
-    m = min(_MAX_BLOCKS if max_blocks is None else max_blocks, max(3, _BASIS_COLUMNS // p - 1))
     # Products in the operator's precision cannot give residuals below ~sqrt(n) eps.
     tol_eff = max(float(tol), 4.0 * math.sqrt(n) * float(np.finfo(dtype).eps))
 
-    if n < _DENSE_N or 2 * (m + 1) * p >= n:
+    m = _blocks(n, p, max_blocks)
+    if m is None:
         return _dense(matmat, n, k, p, dtype, callback)
 
     if max_iter is None:
@@ -241,8 +288,18 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     # V holds the basis and W = A V, preallocated once: the basis is the
     # solver's only O(n) memory besides a few n x p blocks.
     width = min(n, (m + 1) * p)
-    V = np.empty((n, width))
-    W = np.empty((n, width))
+    if basis is None:
+        V = np.empty((n, width))
+        W = np.empty((n, width))
+    else:
+        V, W = basis
+        for name, arr in (("V", V), ("W", W)):
+            if (not isinstance(arr, np.ndarray) or arr.shape != (n, width)
+                    or arr.dtype != np.float64 or not arr.flags.c_contiguous
+                    or not arr.flags.writeable):
+                raise ValueError(f"basis {name} must be a writeable C-contiguous float64 array "
+                                 f"of shape {(n, width)} (krylov_basis), got "
+                                 f"{getattr(arr, 'shape', type(arr).__name__)}")
     if v0 is None:
         start = rng.standard_normal((n, p))
     else:

@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
-from fastkern._eigen import block_eigsh, column_signs, randomized_eigsh
+from fastkern._eigen import block_eigsh, column_signs, krylov_basis, randomized_eigsh
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_precomputed,
                                   kernel_constraints, kernel_gram, resolve_gamma,
                                   structured_kernel, validate_input)
@@ -457,6 +457,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.fit_inverse_transform and sparse.issparse(X):
             raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
 
+        # The eigensolver's basis before the Gram: see krylov_basis.
+        basis = (krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
+                 if solver == "block_krylov" else None)
         upper = False
         if self._precomputed:
             # The caller's kernel: copied once, into a buffer we may destroy.
@@ -494,7 +497,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                  self._centerer.K_fit_all_)
             else:
                 op = CentredGram(K, symmetric=True, n_threads=self.n_threads, upper=upper)
-            eigenvalues, eigenvectors = self._eigen(op, solver, k)
+            eigenvalues, eigenvectors = self._block_krylov(op, k, basis)
             self._centerer._set_means(op.col_means, op.grand_mean)
         else:
             self._centerer._fit_transform_checked(K)
@@ -706,10 +709,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
     def _eigen(self, K, solver, k):
-        """Top-k eigenpairs of the centred Gram: K centred in place, or for
-        "block_krylov" a CentredGram, which centres each product implicitly."""
-        if solver == "block_krylov":
-            return self._block_krylov(K, k)
+        """Top-k eigenpairs of the Gram K, centred in place, by "dense", "arpack"
+        or "randomized" ("block_krylov" takes a CentredGram: _block_krylov)."""
         n = K.shape[0]
         if solver == "dense":
             # K.T is K's F-ordered view, so LAPACK works in place; its upper
@@ -726,7 +727,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                     random_state=self.random_state)
         raise ValueError(f"unknown exact eigen_solver {solver!r}")
 
-    def _block_krylov(self, op, k):
+    def _block_krylov(self, op, k, basis=None):
         K = op.K
         n = K.shape[0]
         callback = None
@@ -754,7 +755,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=self.max_iter, random_state=rng, callback=callback,
                            v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
-                           n_threads=check_n_threads(self.n_threads), matmat_blas=op.uses_blas)
+                           n_threads=check_n_threads(self.n_threads), matmat_blas=op.uses_blas,
+                           basis=basis)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas

@@ -7,7 +7,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.extmath import _randomized_eigsh
 
 from fastkern import rbf_kernel
-from fastkern._eigen import block_eigsh, randomized_eigsh
+from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh
 
 
 def _spectrum_matrix(eigenvalues, seed=0):
@@ -291,6 +291,28 @@ def test_starting_block(make, k):
         assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-8 * w_ref[0]
     with pytest.raises(ValueError, match="v0 must have shape"):
         block_eigsh(lambda X: A @ X, n, k, v0=np.ones((n + 1, 2)))
+
+
+def test_basis_allocated_by_the_caller():
+    # krylov_basis gives the arrays block_eigsh would allocate (KernelPCA
+    # writes them before its Gram): the same bits with them as without, and
+    # they hold the final basis.  Small n (the dense path) needs none.
+    A = _rbf(420)
+    kw = dict(block_size=8, max_blocks=5, random_state=0, tol=1e-12)
+    basis = krylov_basis(420, 8, 5)
+    assert basis[0].shape == basis[1].shape == (420, 48)
+    assert not basis[0].any() and not basis[1].any()
+    w, V = block_eigsh(lambda X: A @ X, 420, 5, basis=basis, **kw)
+    w0, V0 = block_eigsh(lambda X: A @ X, 420, 5, **kw)
+    np.testing.assert_array_equal(w, w0)
+    np.testing.assert_array_equal(V, V0)
+    assert basis[0].any()
+    assert krylov_basis(150, 8) is None
+    assert krylov_basis(420, 200) is None  # the basis would not be much smaller than n
+    for bad in ((basis[0][:, :40], basis[1]), (basis[0], basis[1].astype(np.float32)),
+                (basis[0], np.asfortranarray(basis[1]))):
+        with pytest.raises(ValueError, match="basis"):
+            block_eigsh(lambda X: A @ X, 420, 5, basis=bad, **kw)
 
 
 def test_blas_held_for_the_whole_solve_when_matmat_needs_none():
