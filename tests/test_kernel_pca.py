@@ -899,6 +899,38 @@ def test_upper_triangle_gram_matches_the_full_gram(kernel, params, n, d):
     np.testing.assert_array_equal(K[iu], full[iu])
 
 
+def test_block_krylov_writes_its_basis_before_the_gram(monkeypatch):
+    # The basis is allocated and written before the N x N Gram (see
+    # fastkern._eigen.krylov_basis), and the solver uses those arrays.
+    from fastkern import _eigen, decomposition
+    from fastkern._kernel_api import KernelSpec
+
+    events = []
+    make_basis, upper_gram, solve = (_eigen.krylov_basis, KernelSpec.upper_gram,
+                                     decomposition.block_eigsh)
+
+    def basis(*args):
+        events.append("basis")
+        out = make_basis(*args)
+        events.append(out)
+        return out
+
+    def gram(self, X):
+        events.append("gram")
+        return upper_gram(self, X)
+
+    def eigsh(*args, basis=None, **kwargs):
+        events.append(basis is events[1])
+        return solve(*args, basis=basis, **kwargs)
+
+    monkeypatch.setattr(decomposition, "krylov_basis", basis)
+    monkeypatch.setattr(KernelSpec, "upper_gram", gram)
+    monkeypatch.setattr(decomposition, "block_eigsh", eigsh)
+    X = np.random.default_rng(0).standard_normal((2100, 4))
+    KernelPCA(n_components=3, kernel="rbf", eigen_solver="block_krylov").fit(X)
+    assert events[0] == "basis" and events[2] == "gram" and events[3] is True
+
+
 def test_upper_triangle_gram_declines_what_it_does_not_cover():
     import scipy.sparse
 
