@@ -34,7 +34,7 @@ cdef extern from "fk_matmat.h" nogil:
                          Py_ssize_t n, const double *V, Py_ssize_t bp, double *out, double *T,
                          int fast)
     void fk_mm_tn(const double *A, Py_ssize_t lda, Py_ssize_t R, Py_ssize_t c, const double *Z,
-                  Py_ssize_t ldz, Py_ssize_t bp, double *out, int fast)
+                  Py_ssize_t bp, double *out, int fast)
     void fk_mm_nn(const double *A, Py_ssize_t lda, Py_ssize_t R, Py_ssize_t c, const double *B,
                   Py_ssize_t bp, double *out, int add, int fast)
 
@@ -408,7 +408,7 @@ def tall_inner(const double[:, :] A, const double[:, :] B, int n_threads, bint f
     if n == 0 or c == 0 or p == 0:
         return np.zeros((c, p))
     lda, ldb = _row_stride(A, "A"), _row_stride(B, "B")
-    cdef bint own = _tall_fast(p, fast)
+    cdef bint own = _tall_fast(p, fast) and ldb == p
     m_, n_, lda_, ldb_ = <int> p, <int> c, <int> lda, <int> ldb
     nb = (n + TALL_ROWS - 1) // TALL_ROWS
     partial = np.zeros((nb, c, p)) if own else np.empty((nb, c, p))
@@ -418,7 +418,7 @@ def tall_inner(const double[:, :] A, const double[:, :] B, int n_threads, bint f
             r0 = blk * TALL_ROWS
             rows = min(<Py_ssize_t> TALL_ROWS, n - r0)
             if own:
-                fk_mm_tn(&A[r0, 0], lda, rows, c, &B[r0, 0], ldb, p, &part[blk, 0, 0], 1)
+                fk_mm_tn(&A[r0, 0], lda, rows, c, &B[r0, 0], p, &part[blk, 0, 0], 1)
             else:
                 k_ = <int> rows
                 # Row-major part (c x p) = A_blk^T B_blk is column-major

@@ -596,6 +596,11 @@ def test_tall_products_against_numpy(n, c, p, fast):
     eps = np.finfo(float).eps
     assert np.all(np.abs(outs[0] - A @ B) <= 2 * c * eps * (np.abs(A) @ np.abs(B)))
     assert np.all(np.abs(inners[0] - A.T @ Z) <= 2 * n * eps * (np.abs(A).T @ np.abs(Z)))
+    # Z as a column slice (rows longer than p): the register tiles need
+    # contiguous rows of p, so this takes dgemm.
+    Zs = np.hstack([Z, Z[:, :1]])[:, :p]
+    assert np.all(np.abs(tall_inner(A, Zs, 2, fast) - A.T @ Z)
+                  <= 2 * n * eps * (np.abs(A).T @ np.abs(Z)))
     R, norms = resids[0]
     bound = (np.abs(A2) @ np.abs(B) + np.abs(A) @ np.abs(ST)) * 2 * (c + 1) * eps
     assert np.all(np.abs(R - (A2 @ B - A @ ST)) <= bound)

@@ -258,7 +258,7 @@ int main(void) {
         int f = pass == 0 ? fast : 0;
         for (int i = 0; i < C * B; i++) tn[i] = 0.0;
         for (int i = 0; i < R * B; i++) nn[i] = NAN;  /* overwritten, never read */
-        fk_mm_tn(A, LD, R, C, Z, B, B, tn, f);
+        fk_mm_tn(A, LD, R, C, Z, B, tn, f);
         fk_mm_nn(A, LD, R, C, Bm, B, nn, 0, f);
         fk_mm_nn(A2, LD, R, C, Bm, B, nn, 1, f);
         double worst = 0;
