@@ -72,10 +72,10 @@ def column_signs(U):
 
 
 def _blocks(n, p, max_blocks):
-    """Blocks before a thick restart of block_eigsh with p columns per block,
-    or None where it forms A densely instead."""
+    """(blocks before a thick restart, basis columns) of block_eigsh with p
+    columns per block, or None where it forms A densely instead."""
     m = min(_MAX_BLOCKS if max_blocks is None else max_blocks, max(3, _BASIS_COLUMNS // p - 1))
-    return None if n < _DENSE_N or 2 * (m + 1) * p >= n else m
+    return None if n < _DENSE_N or 2 * (m + 1) * p >= n else (m, min(n, (m + 1) * p))
 
 
 def krylov_basis(n, block_size, max_blocks=None):
@@ -104,11 +104,10 @@ def krylov_basis(n, block_size, max_blocks=None):
     basis : tuple of two ndarrays of shape (n, width), or None
         Zero-filled V and W for ``block_eigsh(..., basis=basis)``.
     """
-    p = min(check_int(block_size, "block_size", 1), n)
-    m = _blocks(n, p, max_blocks)
-    if m is None:
+    layout = _blocks(n, min(check_int(block_size, "block_size", 1), n), max_blocks)
+    if layout is None:
         return None
-    V = np.empty((n, min(n, (m + 1) * p)))
+    V = np.empty((n, layout[1]))
     W = np.empty_like(V)
     # Written, not just reserved: the first write is what costs.
     V.fill(0.0)
@@ -279,15 +278,15 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     # Products in the operator's precision cannot give residuals below ~sqrt(n) eps.
     tol_eff = max(float(tol), 4.0 * math.sqrt(n) * float(np.finfo(dtype).eps))
 
-    m = _blocks(n, p, max_blocks)
-    if m is None:
+    layout = _blocks(n, p, max_blocks)
+    if layout is None:
         return _dense(matmat, n, k, p, dtype, callback)
+    m, width = layout
 
     if max_iter is None:
         max_iter = m * max(100, 10 * n // ((m + 1) * p))
     # V holds the basis and W = A V, preallocated once: the basis is the
     # solver's only O(n) memory besides a few n x p blocks.
-    width = min(n, (m + 1) * p)
     if basis is None:
         V = np.empty((n, width))
         W = np.empty((n, width))
@@ -403,7 +402,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
             stacklevel=3,
         )
     with serial():
-        Y = _ritz(V, W, cols, S, 0, k, n_threads)[0]
+        Y = _matmul(V[:, :cols], np.ascontiguousarray(S[:, :k]), n_threads)
     return theta[:k].copy(), np.ascontiguousarray(Y)
 
 
