@@ -279,6 +279,15 @@ cdef Py_ssize_t _row_stride(const double[:, :] A, str name) except -1:
     return A.strides[0] // sizeof(double)
 
 
+def _blocks_in_order(partial):
+    """The sum of the per-block partials partial[0], partial[1], ... in that
+    order: the same result for any thread count."""
+    total = partial[0].copy()
+    for blk in range(1, partial.shape[0]):
+        total += partial[blk]
+    return total
+
+
 cdef inline bint _tall_fast(Py_ssize_t p, bint fast) noexcept:
     # fastkern's register tiles take 4 or 8 columns at a time; other widths,
     # CPUs without AVX2 and FMA, and fast=False take dgemm.
@@ -383,10 +392,7 @@ def tall_residual(const double[:, :] V, const double[:, :] W, const double[:, :]
                 for j in range(p):
                     x = out[i, j]
                     part[blk, j] += x * x
-    total = partial[0].copy()
-    for blk in range(1, nb):
-        total += partial[blk]
-    return np.sqrt(total)
+    return np.sqrt(_blocks_in_order(partial))
 
 
 def tall_inner(const double[:, :] A, const double[:, :] B, int n_threads, bint fast=True):
@@ -425,9 +431,6 @@ def tall_inner(const double[:, :] A, const double[:, :] B, int n_threads, bint f
                 # part^T = B_blk^T A_blk: B_blk^T as stored, A_blk transposed.
                 dgemm(&tn, &tt, &m_, &n_, &k_, &one, &B[r0, 0], &ldb_, &A[r0, 0], &lda_, &zero,
                       &part[blk, 0, 0], &m_)
-    total = partial[0].copy()
-    for blk in range(1, nb):
-        total += partial[blk]
-    return total
+    return _blocks_in_order(partial)
 
 
