@@ -188,7 +188,12 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     (for verbose progress); a ConvergenceWarning is issued if max_iter is hit.
     v0: optional (n, b) starting block (its span is used; random columns fill
     it up to the block size), e.g. columns of A, which cost no product and act
-    as one free step of the iteration.
+    as one free step of the iteration.  A v0 wider than the block (at most
+    the basis width less one block) is the first block whole: for an
+    operator that pads its blocks (KernelPCA's product pads to 4 columns, and
+    its first call adds one for the means), the columns up to the padding
+    cost nothing.  At N=8000 (RBF, 5 components) an 11-column first block
+    instead of 8 saved one product of 8 columns in 3 of 4 seeds.
     max_blocks: most blocks in the basis before a thick restart, at least 3
     (None: 6; the basis is also held to about 300 columns).  More blocks
     cost memory and O(n * basis * p) work per product, and restart less
@@ -303,9 +308,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         start = rng.standard_normal((n, p))
     else:
         start = np.asarray(v0, dtype=np.float64)  # only read: QR makes the basis
-        if start.ndim != 2 or start.shape[0] != n or start.shape[1] > p:
-            raise ValueError(f"v0 must have shape (n, b) with b <= block size {p}, "
-                             f"got {np.shape(v0)}")
+        if start.ndim != 2 or start.shape[0] != n or start.shape[1] > width - p:
+            raise ValueError(f"v0 must have shape (n, b) with b <= {width - p} (the basis "
+                             f"width less one block), got {np.shape(v0)}")
     # The solver's own linear algebra (block Gram-Schmidt, QR, Rayleigh-Ritz
     # on a few hundred columns) runs on one BLAS thread; only matmat gets the
     # caller's threads.  Threaded, these n x p operations cost several times
@@ -330,15 +335,15 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
              n_threads, serial):
     """block_eigsh's iteration on the preallocated basis V and products W;
     serial() holds BLAS to one thread around the solver's own steps."""
+    cols = max(p, start.shape[1])
     with serial():
-        V[:, :p] = _orthonormal_block(start, None, p, rng, n_threads)
-    W[:, :p] = _apply(matmat, V[:, :p], dtype, n)
+        V[:, :cols] = _orthonormal_block(start, None, cols, rng, n_threads)
+    Wb = W[:, :cols] = _apply(matmat, V[:, :cols], dtype, n)
     # H = V^T A V, symmetrised, grown by one block row and column per product
     # (O(n cols p) instead of O(n cols^2) for the full product each time).
     H = np.empty((width, width))
     with serial():
-        _extend_projection(H, V, W, 0, p, n_threads)
-    cols = p
+        _extend_projection(H, V, Wb, 0, cols, n_threads)
     for iteration in range(1, max_iter + 1):
         with serial():
             # Rayleigh-Ritz after every product: it costs O(n * cols * p), a
@@ -388,9 +393,9 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
                 cols = keep
             V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng, n_threads, res)
             del R
-        W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
+        Wb = W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
         with serial():
-            _extend_projection(H, V, W, cols, cols + p, n_threads)
+            _extend_projection(H, V, Wb, cols, cols + p, n_threads)
         cols += p
     if not np.all(res[:k] <= done):
         warnings.warn(
@@ -455,13 +460,16 @@ def randomized_eigsh(A, k, *, n_oversamples=10, n_iter="auto", random_state=None
     return s[:k] * signs, vectors
 
 
-def _extend_projection(H, V, W, c0, c1, n_threads=None):
+def _extend_projection(H, V, Wb, c0, c1, n_threads=None):
     """Fill rows and columns c0..c1-1 of H = V^T W, symmetrised ((H + H^T) / 2), for
-    the new columns c0..c1-1 of the basis V and of its product W."""
+    the new columns c0..c1-1 of the basis V and their products Wb (n x (c1 - c0))."""
     # H[i, j] for an old column i and a new j is v_i . w_j alone: v_j . w_i is
     # the same number up to rounding, and a second pass over the basis for
-    # their mean would cost as much as this one.
-    B = _inner(V[:, :c1], W[:, c0:c1], n_threads)
+    # their mean would cost as much as this one.  Wb is the product as
+    # returned, contiguous: as a column slice of W it takes dgemm instead
+    # of the register tiles (KernelPCA at N=8000, 13 calls: 6.0 ms against
+    # 3.9 ms per fit).
+    B = _inner(V[:, :c1], Wb, n_threads)
     B[c0:] = (B[c0:] + B[c0:].T) * 0.5
     H[:c1, c0:c1] = B
     H[c0:c1, :c0] = B[:c0].T

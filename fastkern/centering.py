@@ -206,6 +206,28 @@ class CentredGram:
             self.grand_mean = float(grand_mean)
         self.K = K
 
+    def block_width(self, p):
+        """The most columns the next call takes for the cost of p.
+
+        fastkern's own product pads a block to a multiple of 4 columns, and
+        its first call with ``symmetric=True`` adds one for the means: there,
+        8 columns cost as much as 11.  BLAS products take p.
+
+        Parameters
+        ----------
+        p : int
+            Columns wanted.
+
+        Returns
+        -------
+        width : int
+            At least p.
+        """
+        if self.uses_blas:
+            return p
+        means = self.col_means is None
+        return -(-(p + means) // 4) * 4 - means
+
     def __call__(self, V):
         """Apply the centred operator: Kc^T V (Kc V for a symmetric K).
 

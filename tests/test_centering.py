@@ -529,6 +529,35 @@ def test_centred_gram_own_product_matches_blas(p, monkeypatch):
     assert_allclose(first, numpy_center(K) @ V, atol=1e-12 * scale)
 
 
+@pytest.mark.parametrize("fast", [True, False])
+def test_centred_gram_block_width_is_what_a_call_costs(fast, monkeypatch):
+    # block_width(p): the columns the next call takes for the cost of p.  The
+    # own product pads to 4 columns and its first call adds the ones column
+    # for the means, so 8 columns cost as much as 11 then, and 8 after; BLAS
+    # pads nothing.  The product of a block that wide is still exact.
+    from fastkern import _centering
+    from fastkern.centering import CentredGram
+
+    monkeypatch.setattr(_centering, "FAST_MATMAT", fast and _centering.FAST_MATMAT)
+    K = gram(301, np.float64)
+    op = CentredGram(K, symmetric=True, n_threads=2)
+    blas = op.uses_blas
+    expected = {p: p if blas else -(-(p + 1) // 4) * 4 - 1 for p in (1, 4, 5, 8, 11)}
+    assert {p: op.block_width(p) for p in expected} == expected
+    if not blas:
+        assert (op.block_width(8), op.block_width(4), op.block_width(12)) == (11, 7, 15)
+    V = np.random.default_rng(0).standard_normal((301, op.block_width(8)))
+    scale = np.abs(K).sum() / 301 * np.abs(V).max()
+    assert_allclose(op(V), numpy_center(K) @ V, atol=1e-12 * scale)
+    # The means are known now: no column is added any more.
+    assert {p: op.block_width(p) for p in (1, 4, 5, 8)} == (
+        {1: 1, 4: 4, 5: 5, 8: 8} if blas else {1: 4, 4: 4, 5: 8, 8: 8})
+    upper = CentredGram(K, symmetric=True, n_threads=2, upper=True)
+    assert upper.block_width(8) == 11 and not upper.uses_blas
+    explicit = CentredGram(K, K.mean(axis=1), K.mean(axis=0), K.mean())
+    assert explicit.uses_blas and explicit.block_width(8) == 8
+
+
 def test_centred_gram_means_from_product_need_float64():
     from fastkern.centering import CentredGram
 

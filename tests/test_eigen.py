@@ -293,6 +293,38 @@ def test_starting_block(make, k):
         block_eigsh(lambda X: A @ X, n, k, v0=np.ones((n + 1, 2)))
 
 
+def test_starting_block_wider_than_the_block():
+    # A v0 wider than block_size is the first block whole (what KernelPCA
+    # passes when its first product has room for more columns): the first
+    # product takes all its columns, the next ones block_size, and the
+    # eigenpairs are LAPACK's.  Wider than the basis less one block raises.
+    A = _rbf(1200, gamma=0.02)
+    n, k = A.shape[0], 5
+    w_ref, _ = _reference(A, k)
+    widths = []
+
+    def matmat(X):
+        widths.append(X.shape[1])
+        return A @ X
+
+    for b in (11, 24):
+        widths.clear()
+        w, V = block_eigsh(matmat, n, k, block_size=8, random_state=0, v0=A[:, :b])
+        assert widths[0] == b and set(widths[1:]) == {8}, widths
+        np.testing.assert_allclose(w, w_ref, rtol=1e-9)
+        assert np.linalg.norm(A @ V - V * w, axis=0).max() <= 1e-9 * w_ref[0]
+        np.testing.assert_allclose(V.T @ V, np.eye(k), atol=1e-12)
+    basis = krylov_basis(n, 8, 5)
+    assert basis[0].shape[1] == 48
+    widths.clear()
+    w, _ = block_eigsh(matmat, n, k, block_size=8, max_blocks=5, random_state=0,
+                       v0=A[:, :40], basis=basis)
+    assert widths[0] == 40
+    np.testing.assert_allclose(w, w_ref, rtol=1e-9)
+    with pytest.raises(ValueError, match="basis width less one block"):
+        block_eigsh(matmat, n, k, block_size=8, max_blocks=5, v0=A[:, :41])
+
+
 def test_basis_allocated_by_the_caller():
     # krylov_basis gives the arrays block_eigsh would allocate (KernelPCA
     # writes them before its Gram): the same bits with them as without, and

@@ -123,8 +123,9 @@ def test_solvers_agree_with_dense(solver):
 
 @pytest.fixture
 def block_products(monkeypatch):
-    """Number of matmat calls (block products, each reading K once) of every block_eigsh run."""
-    counts = []
+    """Number of matmat calls (block products, each reading K once) of every block_eigsh
+    run; ``.widths`` holds their block widths, one list per run."""
+    counts = _Counts()
     real = decomposition.block_eigsh
 
     def counting(matmat, *args, **kwargs):
@@ -133,9 +134,16 @@ def block_products(monkeypatch):
             return real(lambda V: calls.append(V.shape[1]) or matmat(V), *args, **kwargs)
         finally:
             counts.append(len(calls))
+            counts.widths.append(calls)
 
     monkeypatch.setattr(decomposition, "block_eigsh", counting)
     return counts
+
+
+class _Counts(list):
+    def __init__(self):
+        super().__init__()
+        self.widths = []
 
 
 def _assert_same_embedding_up_to_sign(Z, Z_ref, rtol):
@@ -167,13 +175,15 @@ def test_block_krylov_converges_on_raw_breast_cancer_for_every_seed(block_produc
 def test_block_krylov_block_products_default_problem(block_products):
     # A standard-normal RBF problem like the N=8000 benchmark, smaller: the
     # number of products (each one read of K) is what the solver's speed is:
-    # eleven of 8 columns (krylov_block_size(5)).
+    # eleven of 8 columns (krylov_block_size(5)), the first of 11 (11 rows of
+    # K and the ones column fill the 12 columns the 8 would be padded to).
     X = np.random.default_rng(1).standard_normal((1500, 16))
     fk = KernelPCA(n_components=5, kernel="rbf", gamma=1 / 16, eigen_solver="block_krylov",
                    random_state=0).fit(X)
     sk = SkKernelPCA(n_components=5, kernel="rbf", gamma=1 / 16, eigen_solver="dense").fit(X)
     assert krylov_block_size(5) == 8
     assert block_products == [11]
+    assert block_products.widths == [[11] + [8] * 10]
     np.testing.assert_allclose(fk.eigenvalues_, sk.eigenvalues_, rtol=1e-9)
     _assert_same_embedding_up_to_sign(fk.eigenvectors_, sk.eigenvectors_, 1e-7)
 
