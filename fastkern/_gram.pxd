@@ -35,7 +35,7 @@ cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
 
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,
-                    const double *Xc, const double *Yc,
+                    const double *Xc, const double *Yc, const double *Yct,
                     const double *xn, const double *yn,
                     floating *out, Py_ssize_t ldo, double *dtile,
                     Py_ssize_t bi, Py_ssize_t bj,

@@ -9,6 +9,10 @@ stays in cache:
 * Direct path (narrow data, and Laplacian's L1 distance): a fused loop over
   features with Y transposed (features x rows) so the inner loop runs over
   contiguous columns and vectorises, followed by the vectorised exp.
+* Dot tiles (the Euclidean kernels on moderately narrow data, ``dot``): the
+  BLAS path's rule, but the tile of centred inner products comes from
+  fastkern's register tiles (``fk_dot_tile_d``, Y's centred rows
+  transposed) instead of a dgemm, whose packing outweighs its short sums.
 
 The Euclidean Laplacian exp(-gamma |x - y|) and kernlab's Bessel kernel are
 functions of the distance: they take the RBF kernel's squared distances, on
@@ -25,9 +29,10 @@ Accuracy
 An error e in a squared distance D changes exp(-gamma D) by about
 gamma e K, so what matters is e relative to 1 / gamma, not to D.
 
-* BLAS RBF forms D = |x|^2 + |y|^2 - 2 x.y, whose rounding error is about
-  eps (|x|^2 + |y|^2): with rows near a common offset c (|x|^2 ~ |c|^2 much
-  larger than D) that is catastrophic cancellation (float32, offset 100,
+* BLAS RBF (and the dot tiles) forms D = |x|^2 + |y|^2 - 2 x.y, whose
+  rounding error is about eps (|x|^2 + |y|^2): with rows near a common
+  offset c (|x|^2 ~ |c|^2 much larger than D) that is catastrophic
+  cancellation (float32, offset 100,
   gamma 10: errors of 0.9 in K).  D is translation invariant, so both X and
   Y are first centred by their common mean mu (computed in float64 over the
   rows of X and Y together) and the expansion is applied to x - mu, y - mu:
@@ -78,7 +83,7 @@ from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
-    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f,
+    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile_d,
 )
 
 cdef enum:
@@ -214,9 +219,20 @@ cdef inline void _sqdist_from_dot(double *g, const double *yn, double xn,
         g[j] = -1.0 if d2 < s * (1.0 / 16) else d2
 
 
+cdef inline void _centred_dot(const double *Xc, const double *Yc, const double *Yct,
+                              Py_ssize_t ldyt, double *G, Py_ssize_t bi, Py_ssize_t bj,
+                              Py_ssize_t d, Py_ssize_t ldo) noexcept nogil:
+    """G = Xc Yc^T for a tile: fastkern's register tiles when Yct (Yc
+    transposed) is given, else one dgemm."""
+    if Yct != NULL:
+        fk_dot_tile_d(Xc, d, Yct, ldyt, bi, bj, G, ldo)
+    else:
+        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+
+
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,
-                    const double *Xc, const double *Yc,
+                    const double *Xc, const double *Yc, const double *Yct,
                     const double *xn, const double *yn,
                     floating *out, Py_ssize_t ldo, double *dtile,
                     Py_ssize_t bi, Py_ssize_t bj,
@@ -227,12 +243,16 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
     column 0 of the block in Y transposed (leading dimension ldyt), used by the
     direct path.  BLAS RBF uses instead Xc/Yc, the same blocks centred in
     float64 (see ``centred_rows``), and xn/yn, their squared norms; for float32
-    data its gemm writes into dtile (bi x bj doubles, leading dimension ldo).
-    Other paths take NULL for Xc, Yc, xn, yn and dtile.  diag says the two
-    blocks are the same rows: then the RBF diagonal is set to exactly 1, and
-    the direct path computes only j >= i (the caller mirrors the rest).
+    data its inner products go to dtile (bi x bj doubles, leading dimension
+    ldo).  With Yct, column 0 of the block in the centred rows transposed
+    (leading dimension ldyt), those inner products come from fastkern's
+    register tiles (``fk_dot_tile_d``) instead of a dgemm.  Other paths take
+    NULL for Xc, Yc, Yct, xn, yn and dtile.  diag says the two blocks are the
+    same rows: then the RBF diagonal is set to exactly 1, and the direct path
+    computes only j >= i (the caller mirrors the rest).
     """
     cdef Py_ssize_t i, j, j0
+    cdef int flagged
     cdef floating *row
     cdef double *G
     cdef double scale = -spec.gamma
@@ -267,13 +287,15 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             G = out
         else:
             G = dtile
-        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+        _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo)
         for i in range(bi):
             row = out + i * ldo
             if floating is double:
-                fk_rbf_dot_d(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+                flagged = fk_rbf_dot_d(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
             else:
-                fk_rbf_dot_f(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+                flagged = fk_rbf_dot_f(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+            if not flagged:
+                continue
             # Entries the map flagged (-1) as cancelled: direct differences.
             for j in range(bj):
                 if row[j] < 0:
@@ -291,7 +313,7 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             G = out
         else:
             G = dtile
-        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+        _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo)
         for i in range(bi):
             _sqdist_from_dot(G + i * ldo, yn, xn[i], bj)
             for j in range(bj):
@@ -434,10 +456,12 @@ def transposed(const floating[:, ::1] Y, int n_threads):
 
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
-         bint direct, int n_threads, double order=0.0, bint upper=False):
+         bint direct, int n_threads, double order=0.0, bint upper=False, bint dot=False):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
-    symmetric means Y is X; direct selects the fused distance loop; order is
+    symmetric means Y is X; direct selects the fused distance loop; dot, on
+    the BLAS path of the Euclidean kernels, computes the centred inner
+    products with fastkern's register tiles instead of dgemm; order is
     the Bessel kernel's nu (0 <= nu <= 100).  upper (with symmetric) writes
     only the tiles on and above the diagonal: out[i, j] for j >= i and more,
     never the tiles below, which keep whatever they held.
@@ -445,7 +469,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
     # half as many tiles (measured: float32 1.6x -> 1.9x faster than float64).
-    cdef Py_ssize_t tile = (DTILE * (2 if floating is float else 1)) if direct else BTILE
+    cdef Py_ssize_t tile = (DTILE * (2 if floating is float else 1)) if direct or dot else BTILE
     cdef Py_ssize_t min_tile = MIN_DIRECT_TILE if direct else MIN_BLAS_TILE
     while tile > min_tile and tile * tile * d > MAX_TILE_WORK:
         tile //= 2
@@ -479,6 +503,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
         else:
             Yc, yn = centred_rows(np.asarray(Y), mean, n_threads)
         Xc_p, Yc_p, xn_p, yn_p = &Xc[0, 0], &Yc[0, 0], &xn[0], &yn[0]
+    cdef const double[:, ::1] Yct = None
+    cdef const double *Yct_p = NULL
+    if rbf_blas and dot:
+        Yct = transposed(Yc, n_threads)
+        Yct_p = &Yct[0, 0]
 
     # Tile list: the upper triangle of tiles when symmetric, all tiles otherwise.
     if symmetric:
@@ -522,6 +551,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                 gram_tile(Xp + i0 * d, Yp + j0 * d, Ytp + (j0 if direct else 0), m, d,
                           Xc_p + i0 * d if rbf_blas else NULL,
                           Yc_p + j0 * d if rbf_blas else NULL,
+                          Yct_p + j0 if Yct_p != NULL else NULL,
                           xn_p + i0 if rbf_blas else NULL,
                           yn_p + j0 if rbf_blas else NULL,
                           tbuf, bj, dbuf, bi, bj, &spec, symmetric and I == J)

@@ -3,10 +3,12 @@ cdef extern from "fk_maps.h" nogil:
     int FK_MAX_SEG
     void fk_vexp_d(double *x, Py_ssize_t n, double scale)
     void fk_vexp_f(float *x, Py_ssize_t n, float scale)
-    void fk_rbf_dot_d(const double *g, double *out, const double *yn, double xn,
-                      double gamma, Py_ssize_t n)
-    void fk_rbf_dot_f(const double *g, float *out, const double *yn, double xn,
-                      double gamma, Py_ssize_t n)
+    int fk_rbf_dot_d(const double *g, double *out, const double *yn, double xn,
+                     double gamma, Py_ssize_t n)
+    int fk_rbf_dot_f(const double *g, float *out, const double *yn, double xn,
+                     double gamma, Py_ssize_t n)
+    void fk_dot_tile_d(const double *xc, Py_ssize_t d, const double *yct, Py_ssize_t ld,
+                       Py_ssize_t bi, Py_ssize_t bj, double *g, Py_ssize_t ldo)
     void fk_sqdist_row_d(const double *x, const double *yt, Py_ssize_t ld, Py_ssize_t d,
                          Py_ssize_t n, double *out)
     void fk_sqdist_row_f(const float *x, const float *yt, Py_ssize_t ld, Py_ssize_t d,

@@ -38,7 +38,7 @@ tile_size = TILE
 
 cdef void _block_product(const floating *X, const floating *Z, const floating *Zt,
                          Py_ssize_t m, Py_ssize_t d, const double *Xc, const double *Zc,
-                         const double *xn, const double *zn,
+                         const double *Zct, const double *xn, const double *zn,
                          const double *V, int b, double *out,
                          Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1,
                          const KernelSpec *spec, bint symmetric, floating *tile,
@@ -67,6 +67,7 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
         # map has consumed it before the widening below overwrites it.
         gram_tile(X + i0 * d, Z + j0 * d, Zt + (j0 if spec.direct else 0), m, d,
                   Xc + i0 * d if Xc != NULL else NULL, Zc + j0 * d if Zc != NULL else NULL,
+                  Zct + j0 if Zct != NULL else NULL,
                   xn + i0 if xn != NULL else NULL, zn + j0 if zn != NULL else NULL,
                   tile, TILE, dtile, bi, bj, spec, diag)
         if floating is double:
@@ -87,7 +88,8 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
 
 def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                    const floating[:, ::1] Zt, const double[:, ::1] Xc,
-                   const double[:, ::1] Zc, const double[::1] xn, const double[::1] zn,
+                   const double[:, ::1] Zc, const double[:, ::1] Zct,
+                   const double[::1] xn, const double[::1] zn,
                    const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
                    double[:, ::1] dtiles, int kind, double gamma, double coef0,
                    double degree, bint direct, bint symmetric, int n_threads,
@@ -97,7 +99,9 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
     rows) for the direct path (any C-contiguous array otherwise); for the BLAS
     RBF path Xc, Zc are X and Z centred by a common mean and xn, zn their
-    squared row norms (``fastkern._gram.centred_rows``; empty otherwise);
+    squared row norms (``fastkern._gram.centred_rows``; empty otherwise),
+    and Zct, if not empty, is Zc transposed: the tiles' inner products then
+    come from fastkern's register tiles instead of dgemm (``_gram``'s dot);
     symmetric means Z is X.  tiles / dtiles: one TILE*TILE scratch row per
     thread (dtiles is only used for float32 data).  progress, if given, is
     called with the fraction of the product done after each group of row
@@ -112,6 +116,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
     cdef const double *Zc_p = &Zc[0, 0] if zn_p != NULL else NULL
+    cdef const double *Zct_p = &Zct[0, 0] if zn_p != NULL and Zct.shape[0] else NULL
     cdef const double *V_p
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Zp = &Z[0, 0]
@@ -145,15 +150,17 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                     tid = omp_get_thread_num()
                     i0 = t * TILE
                     bi = min(<Py_ssize_t> TILE, n - i0)
-                    _block_product(Xp, Zp, Ztp, m, d, Xc_p, Zc_p, xn_p, zn_p, V_p, b, Op, i0, bi,
-                                   c0, c1, &spec, symmetric, tp + tid * TILE * TILE, dtp + tid * dld)
+                    _block_product(Xp, Zp, Ztp, m, d, Xc_p, Zc_p, Zct_p, xn_p, zn_p, V_p, b, Op,
+                                   i0, bi, c0, c1, &spec, symmetric, tp + tid * TILE * TILE,
+                                   dtp + tid * dld)
         if progress is not None:
             progress(r1 / nblocks)
     return np.asarray(out)
 
 
 def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
-                             const double[:, ::1] Xc, const double[::1] xn,
+                             const double[:, ::1] Xc, const double[:, ::1] Xct,
+                             const double[::1] xn,
                              const double[:, ::1] V, double[:, :, ::1] acc,
                              double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
                              double gamma, double coef0, double degree, bint direct,
@@ -186,6 +193,7 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
+    cdef const double *Xct_p = &Xct[0, 0] if xn_p != NULL and Xct.shape[0] else NULL
     cdef double one = 1.0
     cdef char tn = b'N', tt = b'T'
     cdef double *tile
@@ -223,6 +231,7 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                               &Xt[0, 0] + (j0 if direct else 0), n, d,
                               Xc_p + i0 * d if Xc_p != NULL else NULL,
                               Xc_p + j0 * d if Xc_p != NULL else NULL,
+                              Xct_p + j0 if Xct_p != NULL else NULL,
                               xn_p + i0 if xn_p != NULL else NULL,
                               xn_p + j0 if xn_p != NULL else NULL,
                               tile, TILE, &dtiles[tid, 0], bi, bj, &spec, i0 == j0 and not direct)

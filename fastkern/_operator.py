@@ -18,7 +18,7 @@ from fastkern import _gram, _matfree
 from fastkern._kernel_api import KernelSpec
 from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
-from fastkern.pairwise import KERNEL_CODES, uses_direct_path
+from fastkern.pairwise import KERNEL_CODES, uses_direct_path, uses_dot_tiles
 
 __all__ = ["KernelOperator", "reporting_progress"]
 
@@ -150,7 +150,7 @@ class KernelOperator:
 
     def _setup_tiles(self, spec):
         X = self.X
-        self.direct = uses_direct_path(spec.kind, X.shape[1])
+        self.direct = uses_direct_path(spec.kind, X.shape[1], X.dtype)
         per_thread = _TILE * _TILE * (X.itemsize + (8 if X.dtype == np.float32 else 0))
         if self.budget is not None:
             if self.budget < per_thread:
@@ -164,9 +164,12 @@ class KernelOperator:
         # O(N d) more memory, outside the tile budget.
         self.mean = None
         self.Xc, self.xn = np.empty((0, X.shape[1])), np.empty(0)
+        self.Xct = np.empty((0, 0))
         if spec.kind == KERNEL_CODES["rbf"] and not self.direct:
             self.mean = _gram.common_mean(X)
             self.Xc, self.xn = _gram.centred_rows(X, self.mean, self.n_threads)
+            if uses_dot_tiles(spec.kind, X.shape[1], X.dtype):
+                self.Xct = _gram.transposed(self.Xc, self.n_threads)
         self.tiles = np.empty((self.n_threads, _TILE * _TILE), dtype=X.dtype)
         self.dtiles = np.empty((self.n_threads, _TILE * _TILE) if X.dtype == np.float32
                                else (1, 1))
@@ -233,7 +236,8 @@ class KernelOperator:
         progress = _report_fraction()
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
-                self.X, self.Xt, self.Xc, self.xn, V, acc, self.tiles, dtiles, spec.kind,
+                self.X, self.Xt, self.Xc, self.Xct, self.xn, V, acc, self.tiles, dtiles,
+                spec.kind,
                 spec.gamma, spec.coef0, spec.degree, self.direct, self.n_threads, progress)
 
     def _product(self, V, A):
@@ -250,7 +254,8 @@ class KernelOperator:
         if self.mean is not None and not symmetric:
             Ac, an = _gram.centred_rows(A, self.mean, self.n_threads)
         with blas_limit(1):
-            _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, an, self.xn, V, out,
+            _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, self.Xct, an, self.xn,
+                                    V, out,
                                     self.tiles, self.dtiles, spec.kind, spec.gamma,
                                     spec.coef0, spec.degree, self.direct, symmetric,
                                     self.n_threads, progress)

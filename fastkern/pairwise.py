@@ -64,11 +64,49 @@ _DISTANCE_KINDS = (_RBF, _LAPLACIAN_L2, _BESSEL)
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
 MAX_BESSEL_ORDER = 100.0
 
-# Up to this many features the fused distance loop beats a gemm on the tile
-# for RBF (measured on the 2-core dev machine: d=16 direct is faster, d=64 BLAS).
+# The Euclidean kernels' paths by the number of features d, measured on the
+# 2-core dev machine (RBF, N = 8000, 2 threads, best of 4).  The fused distance
+# loop subtracts coordinates (exact whatever the offset) and wins for narrow
+# data: float64 below DOT_MIN_FEATURES (upper-triangle Gram, d = 8: 20.1 ms
+# against the tiles' 21.9), float32 up to DIRECT_MAX_FEATURES (its vectors hold
+# twice the values).  Above, inner products of centred rows: on fastkern's
+# register tiles up to DOT_MAX_FEATURES (d = 16: 25.8 ms against 27.6 for the
+# distance loop; d = 24: 30.1 against 35.1), by dgemm beyond (d = 96, full
+# Gram: 78.5 ms against the tiles' 85.7).
 DIRECT_MAX_FEATURES = 32
+DOT_MIN_FEATURES = 12
+DOT_MAX_FEATURES = 64
 
-def uses_direct_path(kind, n_features):
+
+def uses_dot_tiles(kind, n_features, dtype=np.float64):
+    """Tell whether a kernel code's inner products come from fastkern's register tiles.
+
+    On the BLAS path of the Euclidean kernels (RBF, Laplacian L2, Bessel),
+    the tile of inner products of the centred rows is computed by
+    fastkern's register tiles instead of dgemm, whose packing outweighs its
+    short sums on narrow data.  Same accuracy rules as the BLAS path.
+
+    Parameters
+    ----------
+    kind : int
+        A kernel code of the compiled tile loops (a value of ``KERNEL_CODES``, or
+        one of the distance kernels' private codes).
+    n_features : int
+        Number of features of the input.
+    dtype : dtype, default=np.float64
+        The input's dtype (float32 or float64 once converted).
+
+    Returns
+    -------
+    bool
+        True for the Euclidean kernels off the direct path up to
+        ``DOT_MAX_FEATURES`` features.
+    """
+    return (kind in _DISTANCE_KINDS and not uses_direct_path(kind, n_features, dtype)
+            and n_features <= DOT_MAX_FEATURES)
+
+
+def uses_direct_path(kind, n_features, dtype=np.float64):
     """Tell whether a kernel code is computed by the fused distance loop rather than BLAS.
 
     Parameters
@@ -78,15 +116,24 @@ def uses_direct_path(kind, n_features):
         one of the distance kernels' private codes).
     n_features : int
         Number of features of the input.
+    dtype : dtype, default=np.float64
+        The input's dtype (float32 or float64 once converted).
 
     Returns
     -------
     bool
         True for the Laplacian (L1) kernel always, and for the kernels of the
-        Euclidean distance (RBF, Laplacian L2, Bessel) up to
-        ``DIRECT_MAX_FEATURES`` features.
+        Euclidean distance (RBF, Laplacian L2, Bessel) below
+        ``DOT_MIN_FEATURES`` features in float64 and up to
+        ``DIRECT_MAX_FEATURES`` in float32.
     """
-    return kind == _LAPLACIAN or (kind in _DISTANCE_KINDS and n_features <= DIRECT_MAX_FEATURES)
+    if kind == _LAPLACIAN:
+        return True
+    if kind not in _DISTANCE_KINDS:
+        return False
+    if dtype == np.float32:
+        return n_features <= DIRECT_MAX_FEATURES
+    return n_features < DOT_MIN_FEATURES
 
 
 def default_gamma(gamma, n_features):
@@ -123,17 +170,18 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_
             raise ValueError("path applies to dense input only; sparse input has one path")
         return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads)
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
-    direct = uses_direct_path(kind, _features(X))
+    d, dtype = _features(X), getattr(X, "dtype", None)
+    direct, dot = uses_direct_path(kind, d, dtype), uses_dot_tiles(kind, d, dtype)
     if path is not None:
-        if path not in ("direct", "blas"):
-            raise ValueError(f"path must be None, 'direct' or 'blas', got {path!r}")
-        if kind == _LAPLACIAN and path == "blas":
-            raise ValueError("the Laplacian (L1) kernel has no BLAS path")
-        if kind not in _DISTANCE_KINDS + (_LAPLACIAN,) and path == "direct":
+        if path not in ("direct", "dot", "blas"):
+            raise ValueError(f"path must be None, 'direct', 'dot' or 'blas', got {path!r}")
+        if kind == _LAPLACIAN and path != "direct":
+            raise ValueError("the Laplacian (L1) kernel has only the direct path")
+        if kind not in _DISTANCE_KINDS + (_LAPLACIAN,) and path != "blas":
             raise ValueError("only the RBF, Laplacian, Laplacian (L2) and Bessel kernels "
-                             "have a direct path")
-        direct = path == "direct"
-    return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, direct, order)
+                             f"have a {path} path")
+        direct, dot = path == "direct", path == "dot"
+    return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, direct, order, dot=dot)
 
 
 def _output(out, shape, dtype, inputs, n_threads):
@@ -147,14 +195,14 @@ def _output(out, shape, dtype, inputs, n_threads):
 
 
 def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0,
-         upper=False):
+         upper=False, dot=False):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
-    if direct:
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, True, n_threads, order,
-                   upper)
+    if direct or dot:
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, direct, n_threads, order,
+                   upper, dot)
         return out
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
     with blas_limit(1):
@@ -187,7 +235,8 @@ def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
         return None
     d = _features(X)
     return _run(X, None, kind, default_gamma(gamma, d), check_real(coef0, "coef0"), 1.0, None,
-                n_threads, uses_direct_path(kind, d), upper=True)
+                n_threads, uses_direct_path(kind, d), upper=True,
+                dot=uses_dot_tiles(kind, d))
 
 
 def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
@@ -317,9 +366,11 @@ def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     n_threads : int, default=None
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
-    path : {None, "direct", "blas"}, default=None
-        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
-        features and BLAS above; "direct" or "blas" force one (for tests).
+    path : {None, "direct", "dot", "blas"}, default=None
+        None chooses by the number of features (``uses_direct_path``,
+        ``uses_dot_tiles``): the fused distance loop for narrow data, then
+        inner products of centred rows on fastkern's register tiles, then
+        by BLAS; "direct", "dot" or "blas" force one (for tests).
 
     Returns
     -------
@@ -531,9 +582,11 @@ def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path
     n_threads : int, default=None
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
-    path : {None, "direct", "blas"}, default=None
-        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
-        features and BLAS above; "direct" or "blas" force one (for tests).
+    path : {None, "direct", "dot", "blas"}, default=None
+        None chooses by the number of features (``uses_direct_path``,
+        ``uses_dot_tiles``): the fused distance loop for narrow data, then
+        inner products of centred rows on fastkern's register tiles, then
+        by BLAS; "direct", "dot" or "blas" force one (for tests).
 
     Returns
     -------
@@ -582,9 +635,11 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
     n_threads : int, default=None
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
-    path : {None, "direct", "blas"}, default=None
-        None chooses the fused distance loop for up to ``DIRECT_MAX_FEATURES``
-        features and BLAS above; "direct" or "blas" force one (for tests).
+    path : {None, "direct", "dot", "blas"}, default=None
+        None chooses by the number of features (``uses_direct_path``,
+        ``uses_dot_tiles``): the fused distance loop for narrow data, then
+        inner products of centred rows on fastkern's register tiles, then
+        by BLAS; "direct", "dot" or "blas" force one (for tests).
 
     Returns
     -------

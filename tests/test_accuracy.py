@@ -48,8 +48,8 @@ from fastkern.large_n import KernelOperator
 LD = np.longdouble
 FACTOR = 2.0
 FLOOR = 4.0
-# (kernel, path): every kernel, RBF on both of its paths.
-CASES = [("rbf", "direct"), ("rbf", "blas"), ("laplacian", None), ("linear", None),
+# (kernel, path): every kernel, RBF on each of its paths.
+CASES = [("rbf", "direct"), ("rbf", "dot"), ("rbf", "blas"), ("laplacian", None), ("linear", None),
          ("poly", None), ("sigmoid", None), ("exponential", None)]
 
 
@@ -228,7 +228,7 @@ def _issue_data(kind, dtype):
 
 @pytest.mark.parametrize("kind", ["offset100", "offset50", "offset1000", "pixels"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("path", ["direct", "blas"])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
 def test_issue_examples_rbf(kind, dtype, path):
     """Errors at the rounding level of the dtype, whatever scikit-learn's error.
 

@@ -67,13 +67,17 @@ KERNELS = [
 
 
 @pytest.mark.parametrize("kernel,kw", KERNELS)
-@pytest.mark.parametrize("d", [5, 40])  # RBF: direct path / BLAS path
+# RBF in float64: the direct path, the dot tiles, BLAS; in float32: direct, dot tiles.
+@pytest.mark.parametrize("d", [5, 40, 70])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernel_product_matches_numpy(kernel, kw, d, dtype):
     X = _data(601, d, dtype)  # 601 = 2 full tiles + a ragged one
     A = _data(77, d, dtype)
     V = RNG.standard_normal((601, 3))
     op = KernelOperator(X, kernel=kernel, n_threads=2, **kw)
+    if kernel == "rbf":
+        assert (op.direct, op.Xct.shape) == (
+            (True, (0, 0)) if d == 5 else (False, (d, 601)) if d == 40 else (False, (0, 0)))
     Xr = X.astype(np.float64)
     K = _sk_gram(Xr, kernel=kernel, **kw)
     Kt = _sk_gram(A, Xr, kernel=kernel, **kw)

@@ -144,9 +144,9 @@ def test_float32_is_float64_rounded(name, shape):
 
 @pytest.mark.parametrize("name", DISTANCE)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("path", ["direct", "blas"])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
 @pytest.mark.parametrize("d", [3, 40])
-def test_distance_kernels_both_paths(name, dtype, path, d):
+def test_distance_kernels_every_path(name, dtype, path, d):
     fn, params, ref, _ = KERNELS[name]
     X = _data(name, 257, d, seed=5, dtype=dtype)
     Y = _data(name, 130, d, seed=6, dtype=dtype)
@@ -171,7 +171,7 @@ def test_distance_kernels_survive_offsets_and_near_duplicates(name, dtype):
     base = 1e4 + rng.normal(size=(60, 48))
     X = np.vstack([base, base + 1e-3 * rng.normal(size=base.shape)]).astype(dtype)
     R = ref(X, X)
-    for path in ("direct", "blas"):
+    for path in ("direct", "dot", "blas"):
         K = fn(X, path=path, **params)
         tol = 1e-10 if dtype == np.float64 else 1e-5
         np.testing.assert_allclose(K, R, rtol=0, atol=tol)
@@ -222,7 +222,7 @@ def test_agrees_with_kernlab_kernelmatrix(case):
         K = fastkern.pairwise_kernels(A, B, metric=name, **params)
         R = np.array(case[key])
         np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-12)
-        for path in ("direct", "blas") if name in DISTANCE else ():
+        for path in ("direct", "dot", "blas") if name in DISTANCE else ():
             K = fastkern.pairwise_kernels(A, B, metric=name, path=path, **params)
             np.testing.assert_allclose(K, R, rtol=1e-12, atol=1e-12)
 

@@ -182,10 +182,10 @@ def test_polynomial_non_integer_degree_and_zero_gamma():
     assert_array_equal(rbf_kernel(X, Y, gamma=0.0), np.ones((30, 20)))
 
 
-# ------------------------------------------------------------ RBF's two paths
+# ---------------------------------------------------------- RBF's three paths
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("path", ["direct", "blas"])
-@pytest.mark.parametrize("d", [1, 3, 31, 32, 33, 70])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
+@pytest.mark.parametrize("d", [1, 3, 11, 12, 31, 32, 33, 64, 65, 70])
 def test_rbf_paths_match_numpy(path, d, dtype):
     X, Y = data(257, d, dtype, 11), data(300, d, dtype, 12)
     gamma = 1.0 / d
@@ -199,7 +199,7 @@ def test_rbf_paths_agree_with_sklearn_on_both_sides_of_32_features():
     for d in (16, 64):
         X, Y = data(100, d, seed=13), data(90, d, seed=14)
         expected = skp.rbf_kernel(X, Y)
-        for path in (None, "direct", "blas"):
+        for path in (None, "direct", "dot", "blas"):
             assert_allclose(rbf_kernel(X, Y, path=path), expected, rtol=1e-12, atol=1e-14)
 
 
@@ -207,9 +207,32 @@ def test_path_argument_is_validated():
     X = data(5, 3)
     with pytest.raises(ValueError, match="path"):
         rbf_kernel(X, path="gpu")
-    with pytest.raises(ValueError, match="Laplacian"):
-        fastkern.pairwise._compute(X, None, fastkern.pairwise._LAPLACIAN, out=None,
-                                   n_threads=1, path="blas")
+    for path in ("blas", "dot"):
+        with pytest.raises(ValueError, match="Laplacian"):
+            fastkern.pairwise._compute(X, None, fastkern.pairwise._LAPLACIAN, out=None,
+                                       n_threads=1, path=path)
+    for path in ("direct", "dot"):
+        with pytest.raises(ValueError, match=f"have a {path} path"):
+            fastkern.pairwise._compute(X, None, fastkern.pairwise._LINEAR, out=None,
+                                       n_threads=1, path=path)
+
+
+def test_default_paths_by_features_and_dtype():
+    # The thresholds of fastkern.pairwise, at their edges: float64 RBF goes
+    # direct below 12 features, to the dot tiles up to 64, to BLAS beyond;
+    # float32 stays direct up to 32 (its vectors hold twice the values).
+    from fastkern.pairwise import _LAPLACIAN, _LINEAR, _RBF, uses_direct_path, uses_dot_tiles
+
+    def path(kind, d, dtype=np.float64):
+        direct, dot = uses_direct_path(kind, d, dtype), uses_dot_tiles(kind, d, dtype)
+        assert not (direct and dot)
+        return "direct" if direct else "dot" if dot else "blas"
+
+    assert [path(_RBF, d) for d in (1, 11, 12, 64, 65)] == [
+        "direct", "direct", "dot", "dot", "blas"]
+    assert [path(_RBF, d, np.float32) for d in (1, 32, 33, 64, 65)] == [
+        "direct", "direct", "dot", "dot", "blas"]
+    assert path(_LAPLACIAN, 500) == "direct" and path(_LINEAR, 16) == "blas"
 
 
 # --------------------------------------------------- layouts and input types
@@ -302,7 +325,7 @@ def test_one_and_two_threads_identical(kernel, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("path", ["direct", "blas"])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
 def test_rbf_paths_one_and_two_threads_identical(path, dtype):
     X = data(600, 20, dtype, 23)
     for y in (None, X[:257] + 0.1):
@@ -333,7 +356,7 @@ def _hard_rbf_inputs(dtype):
 
 
 @pytest.mark.parametrize("case", ["near-duplicates", "large-norm"])
-@pytest.mark.parametrize("path", ["direct", "blas"])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rbf_symmetric_diagonal_one_and_bounded(dtype, path, case):
     X = _hard_rbf_inputs(dtype)[case]
@@ -345,7 +368,7 @@ def test_rbf_symmetric_diagonal_one_and_bounded(dtype, path, case):
 
 
 @pytest.mark.parametrize("case", ["near-duplicates", "large-norm"])
-@pytest.mark.parametrize("path", ["direct", "blas"])
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rbf_cross_never_above_one(dtype, path, case):
     X = _hard_rbf_inputs(dtype)[case]

@@ -134,6 +134,57 @@ def test_matmat_header_runs(cc, tmp_path):
                                  4101)
 
 
+# fk_maps.h's fk_dot_tile_d (the RBF dot tiles' inner products) against a plain
+# loop on a ragged tile: 13 rows (three groups of 4 and one left over) by 21
+# columns (two blocks of 8 and 5 left over), d = 7, inside wider arrays
+# (leading dimensions 29 and 25), and its flagging map fk_rbf_dot_d: it must
+# report a row with a cancelled entry and only such a row.
+DOT_PROGRAM = r"""
+#include <stdio.h>
+#include <math.h>
+#include "fk_maps.h"
+enum { BI = 13, BJ = 21, D = 7, LD = 29, LDO = 25 };
+static double xc[BI * D], yct[D * LD], g[BI * LDO];
+int main(void) {
+    for (int i = 0; i < BI * D; i++) xc[i] = sin(0.37 * i) * (1 + i % 5);
+    for (int i = 0; i < D * LD; i++) yct[i] = cos(0.11 * i) - 0.25;
+    for (int i = 0; i < BI * LDO; i++) g[i] = 12345.0;
+    fk_dot_tile_d(xc, D, yct, LD, BI, BJ, g, LDO);
+    double worst = 0;
+    int outside = 0;
+    for (int i = 0; i < BI; i++)
+        for (int j = 0; j < LDO; j++) {
+            if (j >= BJ) { outside += g[i * LDO + j] != 12345.0; continue; }
+            double s = 0, a = 0;
+            for (int k = 0; k < D; k++) {
+                s += xc[i * D + k] * yct[k * LD + j];
+                a += fabs(xc[i * D + k] * yct[k * LD + j]);
+            }
+            double e = fabs(s - g[i * LDO + j]) / a;
+            if (e > worst) worst = e;
+        }
+    printf("%.3g %d\n", worst, outside);
+    /* |x|^2 = |y|^2 = 1: g = 1 is a zero distance (cancelled), g = 0 is not. */
+    double yn[3] = {1.0, 1.0, 1.0}, far[3] = {0.0, 0.0, -0.5}, near[3] = {0.0, 1.0, 0.0};
+    double out[3];
+    int f1 = fk_rbf_dot_d(far, out, yn, 1.0, 0.5, 3);
+    int f2 = fk_rbf_dot_d(near, out, yn, 1.0, 0.5, 3);
+    printf("%d %d %.17g %.17g\n", f1 != 0, f2 != 0, out[0], out[1]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
+def test_dot_tile_header_runs(cc, tmp_path):
+    tile, flags = _header_program_output(cc, tmp_path, "dot", DOT_PROGRAM).splitlines()
+    err, outside = tile.split()
+    assert float(err) <= 7 * np.finfo(float).eps and outside == "0"
+    far, near, k0, k1 = flags.split()
+    assert (far, near) == ("0", "1")
+    assert float(k0) == np.exp(-1.0) and float(k1) == -1.0
+
+
 # fk_split.h: the hi/lo split of a row (GCC 12.2 at -O3 once folded its
 # (double)(float)a round trip away and stored lo = 0) and a band of the product
 # against a plain loop, with the mirror image summed into T.
