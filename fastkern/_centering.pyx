@@ -13,8 +13,9 @@ within a fraction of a second; an interrupted in-place centering leaves K
 partly centred.
 
 Also here: the products of the block eigensolver that runs on an uncentred
-Gram (gram_matmat, K V for narrow V; gram_matmat_upper, the same from the
-upper triangle only) and on its own basis (tall_matmul, tall_inner, tall_residual).
+Gram (gram_matmat, K V for narrow V; gram_matmat_packed, the same from the
+packed upper triangle, laid out by packed_layout) and on its own basis
+(tall_matmul, tall_inner, tall_residual).
 """
 from cython.parallel cimport prange
 from cython cimport floating
@@ -216,33 +217,64 @@ def gram_matmat(const double[:, ::1] K, const double[:, ::1] V, double[:, ::1] o
 
 
 cdef enum:
-    # Rows per strip of gram_matmat_upper: a multiple of the micro-kernels' 6
-    # and 12 rows, small enough that a strip's chunk of K stays in cache for
-    # its transposed pass.
+    # Rows per strip of the packed upper triangle and its product: a multiple
+    # of the micro-kernels' 6 and 12 rows, small enough that a strip's chunk
+    # of K stays in cache for its transposed pass.
     STRIP = 12
 
+#: Rows per strip of the packed upper triangle (``packed_layout``).
+STRIP_ROWS = STRIP
 
-def gram_matmat_upper(const double[:, ::1] K, const double[:, ::1] V, double[:, ::1] out,
-                      double[:, :, ::1] acc, int n_threads, bint fast=True):
-    """out = K @ V for a symmetric n x n K of which only the upper triangle is read.
 
-    K's entries below the diagonal are never read, so they may hold anything
-    (``fastkern.pairwise._upper_triangle_gram`` does not write them).  V
-    (n x b, b % 4 == 0) and out as for :func:`gram_matmat`.  Rows are cut
-    into strips of STRIP rows, strip s going to slot s % S (S =
-    acc.shape[0], acc of shape (S, n, b), zeroed here); a slot's strips add
-    the lower triangle's share of the product into acc[slot] in order, and
-    the slots are added in order at the end, so the result is the same from
-    run to run for a given S.  Each thread takes whole slots: with
-    S = n_threads each keeps one accumulator warm in cache (N = 8000, 8
-    columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4; gram_matmat
-    13.9-14.2 ms).  fast=False forces the portable code (tests).
+def packed_layout(Py_ssize_t n):
+    """(row_start, size): where the packed upper triangle of an n x n matrix keeps K[i, j].
+
+    Rows are grouped in strips of STRIP_ROWS; strip s (rows i0 = s *
+    STRIP_ROWS on) stores its rows from column i0 to n - 1, row-major with
+    leading dimension n - i0, right after strip s - 1.  K[i, j] for j >= i
+    (and j >= i's strip start) is data[row_start[i] + j].  The size is about
+    n^2 / 2 + 6 n values: half of the full matrix, and each strip is one
+    block of the full matrix's layout, so the product reads it with the
+    full matrix's kernel (``gram_matmat_packed``).  row_start[i] >= 0, even
+    as the address of a column before the strip's start.
     """
-    cdef Py_ssize_t n = K.shape[0], bp = V.shape[1], S = acc.shape[0], nstrips, slot, st, i0
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    i = np.arange(n, dtype=np.intp)
+    i0 = i - i % STRIP
+    # Values of the strips before i's: sum over t < s of STRIP (n - t STRIP).
+    s = i0 // STRIP
+    before = STRIP * s * n - STRIP * STRIP * s * (s - 1) // 2
+    row_start = before + (i - i0) * (n - i0) - i0
+    size = int(row_start[-1] + n) if n else 0
+    return row_start, size
+
+
+def gram_matmat_packed(const double[::1] data, const Py_ssize_t[::1] row_start,
+                       const double[:, ::1] V, double[:, ::1] out, double[:, :, ::1] acc,
+                       int n_threads, bint fast=True):
+    """out = K @ V for a symmetric n x n K kept as its packed upper triangle.
+
+    data and row_start as ``packed_layout(n)`` lays them out (n = V's rows).
+    V (n x b, b % 4 == 0) and out as for :func:`gram_matmat`.  Strip s goes
+    to slot s % S (S = acc.shape[0], acc of shape (S, n, b), zeroed here); a
+    slot's strips add the lower triangle's share of the product into
+    acc[slot] in order, and the slots are added in order at the end, so the
+    result is the same from run to run for a given S.  Each thread takes
+    whole slots: with S = n_threads each keeps one accumulator warm in cache
+    (N = 8000, 8 columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4).
+    A strip is a block of rows with its own leading dimension, handed to the
+    full matrix's strip kernel as such (``fk_mm_sym_strip``).  fast=False
+    forces the portable code (tests).
+    """
+    cdef Py_ssize_t n = V.shape[0], bp = V.shape[1], S = acc.shape[0], nstrips, slot, st, i0
     cdef int use_fast = fast and FAST_MATMAT
-    if K.shape[1] != n or V.shape[0] != n or out.shape[0] != n or out.shape[1] != bp:
-        raise ValueError(f"shapes do not match: K {n}x{K.shape[1]}, V {V.shape[0]}x{bp}, "
-                         f"out {out.shape[0]}x{out.shape[1]}")
+    if row_start.shape[0] != n or out.shape[0] != n or out.shape[1] != bp:
+        raise ValueError(f"shapes do not match: {row_start.shape[0]} row starts, V "
+                         f"{n}x{bp}, out {out.shape[0]}x{out.shape[1]}")
+    if n and data.shape[0] != row_start[n - 1] + n:
+        raise ValueError(f"data must hold {row_start[n - 1] + n} values (packed_layout), "
+                         f"got {data.shape[0]}")
     if bp % 4 != 0:
         raise ValueError(f"V must have a multiple of 4 columns, got {bp}")
     if S < 1 or acc.shape[1] != n or acc.shape[2] != bp:
@@ -256,8 +288,11 @@ def gram_matmat_upper(const double[:, ::1] K, const double[:, ::1] V, double[:, 
             st = slot
             while st < nstrips:
                 i0 = st * STRIP
-                fk_mm_sym_strip(&K[0, 0], n, i0, min(<Py_ssize_t> STRIP, n - i0), n,
-                                &V[0, 0], bp, &out[0, 0], &acc[slot, 0, 0], use_fast)
+                # Row i of the strip starts at row_start[i0] + (i - i0) (n - i0):
+                # the strip kernel's K[i * (n - i0) + j] with K at that base.
+                fk_mm_sym_strip(&data[0] + row_start[i0] - i0 * (n - i0), n - i0, i0,
+                                min(<Py_ssize_t> STRIP, n - i0), n, &V[0, 0], bp,
+                                &out[0, 0], &acc[slot, 0, 0], use_fast)
                 st = st + S
     total = np.asarray(out)
     for slot in range(S):

@@ -454,17 +454,40 @@ def transposed(const floating[:, ::1] Y, int n_threads):
     return Yt
 
 
+cdef void _stream_packed(const floating *tbuf, Py_ssize_t bj, floating *packed,
+                         const Py_ssize_t *row_start, Py_ssize_t strip, Py_ssize_t i0,
+                         Py_ssize_t j0, Py_ssize_t bi, Py_ssize_t n, floating *scratch,
+                         bint diag) noexcept nogil:
+    """Stream the tile K[i0:i0+bi, j0:j0+bj] (in tbuf, leading dimension bj)
+    into the packed upper triangle (``_centering.packed_layout``), one strip's
+    rows at a time: within a strip, rows have one leading dimension.  A strip
+    keeps its rows from its first row's column on: the diagonal tile's
+    columns before it are not stored."""
+    cdef Py_ssize_t a = i0, b, s0, c0
+    while a < i0 + bi:
+        s0 = a - a % strip
+        b = min(s0 + strip, i0 + bi)
+        c0 = max(j0, s0) if diag else j0
+        if c0 < j0 + bj:
+            stream_tile(tbuf + (a - i0) * bj + (c0 - j0), bj, packed + row_start[a] + c0,
+                        n - s0, b - a, j0 + bj - c0, scratch, False)
+        a = b
+
+
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
          int kind, double gamma, double coef0, double degree, bint symmetric,
-         bint direct, int n_threads, double order=0.0, bint upper=False, bint dot=False):
+         bint direct, int n_threads, double order=0.0, bint dot=False,
+         floating[::1] packed=None, const Py_ssize_t[::1] row_start=None,
+         Py_ssize_t strip=0):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
     symmetric means Y is X; direct selects the fused distance loop; dot, on
     the BLAS path of the Euclidean kernels, computes the centred inner
     products with fastkern's register tiles instead of dgemm; order is
-    the Bessel kernel's nu (0 <= nu <= 100).  upper (with symmetric) writes
-    only the tiles on and above the diagonal: out[i, j] for j >= i and more,
-    never the tiles below, which keep whatever they held.
+    the Bessel kernel's nu (0 <= nu <= 100).  With packed (and symmetric),
+    the tiles on and above the diagonal go to packed instead of out, which
+    is not touched, laid out by ``_centering.packed_layout(n)`` (row_start,
+    strips of strip rows).
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
@@ -520,7 +543,18 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Yp = &Y[0, 0]
     cdef const floating *Ytp = &Yt[0, 0]
-    cdef floating *Op = &out[0, 0]
+    cdef floating *Op = NULL
+    cdef floating *Pp = NULL
+    cdef const Py_ssize_t *rs_p = NULL
+    if packed is not None:
+        if not symmetric or strip < 1 or row_start is None or row_start.shape[0] != n:
+            raise ValueError("packed needs symmetric, a strip height and n row starts")
+        if n and packed.shape[0] != row_start[n - 1] + n:
+            raise ValueError("packed must hold row_start[n - 1] + n values")
+        if n:
+            Pp, rs_p = &packed[0], &row_start[0]
+    elif out.shape[0] and out.shape[1]:
+        Op = &out[0, 0]
     cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
     # float32 BLAS RBF: the float64 gemm's tile, converted into bufs by the map.
     cdef bint wide_tile = rbf_blas and floating is float
@@ -557,8 +591,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                           tbuf, bj, dbuf, bi, bj, &spec, symmetric and I == J)
                 if symmetric and I == J:
                     _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
-                stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
-                if symmetric and I != J and not upper:
-                    stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                if Pp != NULL:
+                    _stream_packed(tbuf, bj, Pp, rs_p, strip, i0, j0, bi, n, tscr, I == J)
+                else:
+                    stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                    if symmetric and I != J:
+                        stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
             fk_store_fence()
-    return np.asarray(out)
+    return np.asarray(out) if packed is None else np.asarray(packed)

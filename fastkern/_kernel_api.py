@@ -355,7 +355,7 @@ class KernelSpec:
                               check_real(p.get("coef0", 1), "coef0"))
 
     def upper_gram(self, X):
-        """k(X, X) with only the tiles on and above the diagonal written, or None.
+        """k(X, X) as its packed upper triangle (half the memory), or None.
 
         ``fastkern.pairwise._upper_triangle_gram``: for the bounded string
         kernels ("rbf", "laplacian", "sigmoid") on dense float64 X; None
@@ -367,7 +367,7 @@ class KernelSpec:
 
         Returns
         -------
-        K : ndarray of shape (n_samples, n_samples) or None
+        K : fastkern.pairwise.PackedUpperGram or None
         """
         if not isinstance(self.kernel, str) or self.precomputed:
             return None

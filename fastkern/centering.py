@@ -6,6 +6,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern import _centering
 from fastkern._validation import check_n_threads, check_square, n_threads_constraint, result_dtype
+from fastkern.pairwise import PackedUpperGram
 
 __all__ = ["center_gram", "CentredGram", "KernelCenterer"]
 
@@ -125,10 +126,12 @@ class CentredGram:
 
     Parameters
     ----------
-    K : ndarray of shape (n, n)
+    K : ndarray of shape (n, n) or PackedUpperGram
         The uncentred matrix (float32 or float64), kept as ``K`` without a
         copy; the products are computed in its dtype.  C-contiguous for the
-        fast short-wide product above.
+        fast short-wide product above.  A ``fastkern.pairwise.PackedUpperGram``
+        (half the memory, ``symmetric=True``) is multiplied from its packed
+        triangle by fastkern's own product.
     row_means : array-like of shape (n,), default=None
         Row means r of K (``_centering.row_col_means``), stored in float64.
         Ignored with ``symmetric=True``.
@@ -143,11 +146,6 @@ class CentredGram:
         OpenMP threads of fastkern's own product (``symmetric=True``); None
         means the default (OMP_NUM_THREADS, else the CPUs available to this
         process, capped by its CPU quota).  BLAS products use BLAS's threads.
-    upper : bool, default=False
-        With ``symmetric=True``: only K's upper triangle holds K (as
-        ``fastkern.pairwise._upper_triangle_gram`` writes it), and the product
-        reads only that (``_centering.gram_matmat_upper``, with or without
-        AVX2).
 
     Attributes
     ----------
@@ -160,11 +158,13 @@ class CentredGram:
     grand_mean : float or None
         Grand mean t of K; None until the first call with ``symmetric=True``.
     upper : bool
-        Whether only K's upper triangle is read.
+        Whether K is a ``fastkern.pairwise.PackedUpperGram`` (its packed upper
+        triangle, read by ``_centering.gram_matmat_packed``, with or without
+        AVX2; K must then be symmetric, and ``symmetric=True``).
     uses_blas : bool
         Whether the products call BLAS (False: fastkern's own product on
         ``n_threads`` OpenMP threads, used with ``symmetric=True`` where AVX2
-        and FMA are available or with ``upper=True``).
+        and FMA are available, and for a packed K).
 
     Raises
     ------
@@ -187,14 +187,14 @@ class CentredGram:
     """
 
     def __init__(self, K, row_means=None, col_means=None, grand_mean=None, *,
-                 symmetric=False, n_threads=None, upper=False):
+                 symmetric=False, n_threads=None):
         self.n_threads = check_n_threads(n_threads)
-        if upper and not (symmetric and K.flags.c_contiguous):
-            raise ValueError("upper=True needs symmetric=True and a C-contiguous K")
-        self.upper = bool(upper)
+        self.upper = isinstance(K, PackedUpperGram)
+        if self.upper and not symmetric:
+            raise ValueError("a packed upper triangle (PackedUpperGram) needs symmetric=True")
         # K V by gram_matmat needs K V = K^T V, so only for a symmetric K.
-        self.uses_blas = not (symmetric and (_centering.FAST_MATMAT or upper)
-                              and K.flags.c_contiguous)
+        self.uses_blas = not (symmetric and (self.upper or (_centering.FAST_MATMAT
+                                                            and K.flags.c_contiguous)))
         if symmetric:
             if K.dtype != np.float64:
                 raise TypeError("means from the product need a float64 K, got "
@@ -255,7 +255,7 @@ class CentredGram:
             full = np.empty_like(Vq)
             if self.upper:
                 acc = np.empty((self.n_threads,) + Vq.shape)
-                _centering.gram_matmat_upper(K, Vq, full, acc, self.n_threads)
+                _centering.gram_matmat_packed(K.data, K.row_start, Vq, full, acc, self.n_threads)
             else:
                 _centering.gram_matmat(K, Vq, full, self.n_threads)
             if q > p:

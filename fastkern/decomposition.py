@@ -460,22 +460,22 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # The eigensolver's basis before the Gram: see krylov_basis.
         basis = (krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
                  if solver == "block_krylov" else None)
-        upper = False
         if self._precomputed:
             # The caller's kernel: copied once, into a buffer we may destroy.
             K = X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C", copy=True)
         else:
             # The block Krylov solver's product can read the upper triangle
-            # alone: the tiles below the diagonal are then never written, and
-            # each product reads half of K (N=8000, RBF, 5 components:
-            # fit_transform 0.268 s against 0.281 s, best of 8 side by side).
+            # alone, packed (fastkern.pairwise.PackedUpperGram): the tiles
+            # below the diagonal are never computed, each product reads half
+            # of K, and K takes half the memory (N=8000, RBF, 5 components:
+            # fit_transform 0.268 s against 0.281 s, best of 8 side by side,
+            # for the triangle in a full matrix).
             K = (self._kernel_spec(X, gamma=self.gamma_).upper_gram(X)
                  if solver == "block_krylov" else None)
-            upper = K is not None
-            if not upper:
+            if K is None:
                 K = self._kernel(X, gamma=self.gamma_)
-            if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
-                K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
+                if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
+                    K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
         # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
         # X: only the other kernels can overflow, so only they pay a pass over K.
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
@@ -496,9 +496,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 op = CentredGram(K, row_means, self._centerer.K_fit_rows_,
                                  self._centerer.K_fit_all_)
             else:
-                op = CentredGram(K, symmetric=True, n_threads=self.n_threads, upper=upper)
+                op = CentredGram(K, symmetric=True, n_threads=self.n_threads)
             eigenvalues, eigenvectors = self._block_krylov(op, k, basis)
             self._centerer._set_means(op.col_means, op.grand_mean)
+            del op
         else:
             self._centerer._fit_transform_checked(K)
             eigenvalues, eigenvectors = self._eigen(K, solver, k)
@@ -510,9 +511,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.fit_inverse_transform:
             X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
             # The Gram buffer is dead after the eigensolver: the pre-image
-            # kernel is computed into it, so only one N x N array is ever live.
-            Kt = self._kernel(X_transformed, gamma=self.gamma_, out=K)
-            del K
+            # kernel is computed into it (or, for a packed K, after it is
+            # freed), so only one N x N array is ever live.
+            if isinstance(K, np.ndarray):
+                Kt = self._kernel(X_transformed, gamma=self.gamma_, out=K)
+                del K
+            else:
+                del K
+                Kt = self._kernel(X_transformed, gamma=self.gamma_)
             self.dual_coef_ = solve_shifted_in_place(Kt, X.astype(Kt.dtype, copy=False),
                                                      float(self.alpha))
             self.X_transformed_fit_ = X_transformed
@@ -743,14 +749,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         p = krylov_block_size(k)
         rng = check_random_state(self.random_state)
         rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
-        if op.upper:
-            # Row r of K is its column above the diagonal, then its row on and after it.
-            v0 = np.empty((n, rows.size))
-            for c, r in enumerate(rows):
-                v0[:r, c] = K[:r, r]
-                v0[r:, c] = K[r, r:]
-        else:
-            v0 = K[rows].T
+        v0 = K.columns(rows) if op.upper else K[rows].T
         tol = self.tol
         if tol == 0:
             tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10

@@ -21,9 +21,11 @@ scikit-learn's chi2 kernels do).
 ``linear_kernel`` and ``cosine_similarity`` with two sparse inputs and
 ``dense_output=False`` return scipy's sparse X @ Y.T, as scikit-learn.
 """
+import contextlib
+
 import numpy as np
 
-from fastkern import _featurewise, _gram, _sparse
+from fastkern import _centering, _featurewise, _gram, _sparse
 from fastkern._threads import blas_limit
 from fastkern._validation import (
     check_n_threads, check_out, check_pair, check_pair_sparse, check_real, is_sparse,
@@ -194,49 +196,132 @@ def _output(out, shape, dtype, inputs, n_threads):
     return out
 
 
-def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0,
-         upper=False, dot=False):
+def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0, dot=False):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
-    if direct or dot:
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, direct, n_threads, order,
-                   upper, dot)
-        return out
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
-    with blas_limit(1):
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, False, n_threads, order,
-                   upper)
+    with contextlib.nullcontext() if direct or dot else blas_limit(1):
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, direct, n_threads, order,
+                   dot)
     return out
 
 
 #: Kernels whose Gram _upper_triangle_gram computes (bounded on finite data, so
-#: the unwritten half needs no finiteness scan either).
+#: the half never computed needs no finiteness scan either).
 _UPPER_TRIANGLE_KERNELS = {"rbf": _RBF, "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID}
 
 
-def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
-    """k(X, X) with only the tiles on and above the diagonal written, or None.
+class PackedUpperGram:
+    """A symmetric n x n float64 matrix kept as its upper triangle, packed: half the memory.
 
-    For an operator that reads the upper triangle only
-    (``fastkern._centering.gram_matmat_upper``).  The full Gram computes the
-    same tiles and writes each one a second time, transposed, below the
-    diagonal; that write is skipped here (N = 8000, RBF, d = 16, 2 threads:
-    41 ms against 52 ms, best of 8).  The tiles below are not written, but
-    their pages are faulted in (by the full Gram's parallel first touch, and
-    with the transparent huge pages numpy asks for on Linux by the tiles
-    beside them anyway), so resident memory is that of the full Gram.  X: dense
-    float64 (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None:
-    use the full Gram).  Parameters as the kernel's function.
+    Rows are grouped in strips of ``fastkern._centering.STRIP_ROWS``; each
+    strip keeps its rows from its first row's column to the end
+    (``fastkern._centering.packed_layout``), so K[i, j] for j >= i is
+    ``data[row_start[i] + j]``.  About n^2 / 2 values: at n = 8000, 256 MB
+    instead of 512.  ``fastkern.centering.CentredGram`` multiplies by it
+    (``_centering.gram_matmat_packed``) as fast as by the full matrix, each
+    strip being a block of rows with its own leading dimension.
+
+    Parameters
+    ----------
+    n : int
+        Rows (and columns) of the matrix.
+    n_threads : int, default=None
+        Threads that fault the new buffer's pages in; None means the default
+        (OMP_NUM_THREADS, else the CPUs available to this process, capped by
+        its CPU quota).
+
+    Attributes
+    ----------
+    data : ndarray of shape (size,)
+        The packed values; where no strip keeps an entry, none is stored.
+    row_start : ndarray of shape (n,)
+        Where each row's column 0 would be in ``data``.
+    shape : tuple of int
+        (n, n).
+    dtype : numpy.dtype
+        float64.
+    """
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, n, n_threads=None):
+        self.row_start, size = _centering.packed_layout(n)
+        self.shape = (n, n)
+        # Whole pages of 512 values, so that first_touch can share them out.
+        pages = np.empty((max(1, -(-size // 512)), 512))
+        n_threads = check_n_threads(n_threads)
+        if n_threads > 1:
+            _gram.first_touch(pages, n_threads)
+        self.data = pages.reshape(-1)[:size]
+
+    @property
+    def nbytes(self):
+        """Return the bytes of the packed values."""
+        return self.data.nbytes
+
+    def columns(self, index):
+        """Gather columns of the matrix (its rows: it is symmetric) from the triangle.
+
+        Parameters
+        ----------
+        index : array-like of int
+            Column numbers, each in [0, n).
+
+        Returns
+        -------
+        columns : ndarray of shape (n, len(index))
+            K[:, index].
+        """
+        n = self.shape[0]
+        index = np.asarray(index, dtype=np.intp)
+        out = np.empty((n, index.size))
+        for c, r in enumerate(index):
+            if not 0 <= r < n:
+                raise ValueError(f"column {r} is out of range for n={n}")
+            # Above the diagonal, column r of row i; from it, row r itself.
+            out[:r, c] = self.data[self.row_start[:r] + r]
+            out[r:, c] = self.data[self.row_start[r] + r:self.row_start[r] + n]
+        return out
+
+    def toarray(self):
+        """Return the full symmetric matrix.
+
+        Returns
+        -------
+        K : ndarray of shape (n, n)
+            A new array.
+        """
+        return self.columns(np.arange(self.shape[0]))
+
+
+def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
+    """k(X, X) as a PackedUpperGram (the tiles on and above the diagonal), or None.
+
+    For an operator that multiplies by the upper triangle alone
+    (``fastkern.centering.CentredGram``).  The full Gram computes the same
+    tiles and writes each one a second time, transposed, below the diagonal
+    (N = 8000, RBF, d = 16, 2 threads: 41 ms against 52 ms, best of 8, for
+    the upper triangle in a full matrix); packed, the matrix also takes half
+    the memory, and half the page faults of a new buffer.  X: dense float64
+    (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None: use the
+    full Gram).  Parameters as the kernel's function.
     """
     kind = _UPPER_TRIANGLE_KERNELS.get(kernel)
     if kind is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
         return None
-    d = _features(X)
-    return _run(X, None, kind, default_gamma(gamma, d), check_real(coef0, "coef0"), 1.0, None,
-                n_threads, uses_direct_path(kind, d), upper=True,
-                dot=uses_dot_tiles(kind, d))
+    X, _, _ = check_pair(X, None)
+    n_threads = check_n_threads(n_threads)
+    d = X.shape[1]
+    gamma = default_gamma(gamma, d)
+    direct, dot = uses_direct_path(kind, d), uses_dot_tiles(kind, d)
+    K = PackedUpperGram(X.shape[0], n_threads)
+    with contextlib.nullcontext() if direct or dot else blas_limit(1):
+        _gram.gram(X, X, np.empty((0, 0)), kind, gamma, check_real(coef0, "coef0"), 1.0, True,
+                   direct, n_threads, 0.0, dot, K.data, K.row_start, _centering.STRIP_ROWS)
+    return K
 
 
 def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):

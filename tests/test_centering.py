@@ -537,6 +537,7 @@ def test_centred_gram_block_width_is_what_a_call_costs(fast, monkeypatch):
     # pads nothing.  The product of a block that wide is still exact.
     from fastkern import _centering
     from fastkern.centering import CentredGram
+    from fastkern.pairwise import PackedUpperGram
 
     monkeypatch.setattr(_centering, "FAST_MATMAT", fast and _centering.FAST_MATMAT)
     K = gram(301, np.float64)
@@ -552,8 +553,10 @@ def test_centred_gram_block_width_is_what_a_call_costs(fast, monkeypatch):
     # The means are known now: no column is added any more.
     assert {p: op.block_width(p) for p in (1, 4, 5, 8)} == (
         {1: 1, 4: 4, 5: 5, 8: 8} if blas else {1: 4, 4: 4, 5: 8, 8: 8})
-    upper = CentredGram(K, symmetric=True, n_threads=2, upper=True)
-    assert upper.block_width(8) == 11 and not upper.uses_blas
+    packed = PackedUpperGram(301)
+    packed.data[:] = _packed(K)[0]
+    upper = CentredGram(packed, symmetric=True, n_threads=2)
+    assert upper.upper and upper.block_width(8) == 11 and not upper.uses_blas
     explicit = CentredGram(K, K.mean(axis=1), K.mean(axis=0), K.mean())
     assert explicit.uses_blas and explicit.block_width(8) == 8
 
@@ -668,27 +671,62 @@ def test_tall_products_read_only_and_bad_layouts():
         tall_residual(A, np.asfortranarray(A), B, B, R, 1)
 
 
+def _packed(A):
+    """A symmetric A as its packed upper triangle: data, row_start (independent
+    of the layout's code: each row's stored columns are found from the strip)."""
+    from fastkern._centering import STRIP_ROWS, packed_layout
+
+    n = A.shape[0]
+    row_start, size = packed_layout(n)
+    data = np.full(size, np.nan)
+    for i in range(n):
+        first = i - i % STRIP_ROWS  # a row keeps its strip's columns from the strip's start
+        data[row_start[i] + first:row_start[i] + n] = A[i, first:]
+    return data, row_start
+
+
+def test_packed_layout_is_strips_of_rows_back_to_back():
+    # Strip s (rows 12 s ...) keeps columns 12 s .. n - 1 of its rows, one
+    # strip after the other with no gap and no overlap: about n^2 / 2 values.
+    from fastkern._centering import STRIP_ROWS, packed_layout
+
+    assert STRIP_ROWS == 12
+    for n in (0, 1, 2, 11, 12, 13, 25, 257, 2061):
+        row_start, size = packed_layout(n)
+        slots = np.zeros(size, dtype=int)
+        for i in range(n):
+            first = i - i % STRIP_ROWS
+            assert row_start[i] + first >= 0
+            slots[row_start[i] + first:row_start[i] + n] += 1
+        assert np.all(slots == 1), n
+        assert size == sum((min(s + 12, n) - s) * (n - s) for s in range(0, n, 12))
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        packed_layout(-1)
+
+
 @pytest.mark.parametrize("n", [1, 2, 11, 12, 13, 25, 257, 2061, 4101])
 @pytest.mark.parametrize("bp", [4, 8, 12, 20])
 @pytest.mark.parametrize("fast", [True, False])
-def test_gram_matmat_upper_reads_only_the_upper_triangle(n, bp, fast):
+def test_gram_matmat_packed_reads_only_the_upper_triangle(n, bp, fast):
     # Strips of 12 rows with a short last one, chunks of 2048 columns with a
     # ragged end, column groups of 8 and a group of 4; fast=False is the
-    # portable code.  Below the diagonal K holds NaN: none of it may be read.
-    from fastkern._centering import gram_matmat_upper
+    # portable code.  The strips' entries below the diagonal hold NaN: none of
+    # it may be read.
+    from fastkern._centering import gram_matmat_packed
 
     rng = np.random.default_rng(n + 100 * bp)
     A = rng.standard_normal((n, n))
     A = A + A.T
-    K = A.copy()
-    K[np.tril_indices(n, -1)] = np.nan
+    data, row_start = _packed(A)
+    for i in range(n):
+        data[row_start[i] + i - i % 12:row_start[i] + i] = np.nan
     V = rng.standard_normal((n, bp))
-    K.setflags(write=False)
+    data.setflags(write=False)
     V.setflags(write=False)
     runs = []
     for threads, slots in ((2, 2), (1, 2), (2, 3)):
         out = np.full((n, bp), np.nan)
-        gram_matmat_upper(K, V, out, np.empty((slots, n, bp)), threads, fast)
+        gram_matmat_packed(data, row_start, V, out, np.empty((slots, n, bp)), threads, fast)
         runs.append(out)
     bound = 4 * n * np.finfo(float).eps * (np.abs(A) @ np.abs(V))
     for out in runs:
@@ -697,17 +735,43 @@ def test_gram_matmat_upper_reads_only_the_upper_triangle(n, bp, fast):
     assert_array_equal(runs[1], runs[0])
 
 
-def test_gram_matmat_upper_bad_shapes():
-    from fastkern._centering import gram_matmat_upper
+def test_gram_matmat_packed_bad_shapes():
+    from fastkern._centering import gram_matmat_packed
+    from fastkern.centering import CentredGram
+    from fastkern.pairwise import PackedUpperGram
 
-    K, V, out = np.eye(5), np.ones((5, 4)), np.empty((5, 4))
+    data, row_start = _packed(np.eye(5))
+    V, out = np.ones((5, 4)), np.empty((5, 4))
     with pytest.raises(ValueError, match="shapes do not match"):
-        gram_matmat_upper(K, V[:4], out, np.empty((1, 5, 4)), 1)
+        gram_matmat_packed(data, row_start, V[:4], out, np.empty((1, 5, 4)), 1)
+    with pytest.raises(ValueError, match="data must hold"):
+        gram_matmat_packed(data[:-1], row_start, V, out, np.empty((1, 5, 4)), 1)
     with pytest.raises(ValueError, match="multiple of 4"):
-        gram_matmat_upper(K, np.ones((5, 3)), np.empty((5, 3)), np.empty((1, 5, 3)), 1)
+        gram_matmat_packed(data, row_start, np.ones((5, 3)), np.empty((5, 3)),
+                           np.empty((1, 5, 3)), 1)
     with pytest.raises(ValueError, match="acc must have shape"):
-        gram_matmat_upper(K, V, out, np.empty((0, 5, 4)), 1)
-    with pytest.raises(ValueError, match="upper=True needs symmetric=True"):
-        from fastkern.centering import CentredGram
+        gram_matmat_packed(data, row_start, V, out, np.empty((0, 5, 4)), 1)
+    K = PackedUpperGram(5)
+    with pytest.raises(ValueError, match="needs symmetric=True"):
+        CentredGram(K, np.zeros(5), np.zeros(5), 0.0)
 
-        CentredGram(K, K.mean(axis=1), K.mean(axis=0), K.mean(), upper=True)
+
+def test_packed_upper_gram_columns_and_memory():
+    # columns() gathers K's columns from the triangle; the buffer is half
+    # the full matrix's (plus the strips' diagonal blocks), and new.
+    from fastkern.pairwise import PackedUpperGram
+
+    n = 301
+    A = np.random.default_rng(0).standard_normal((n, n))
+    A = A + A.T
+    K = PackedUpperGram(n, n_threads=2)
+    data, row_start = _packed(A)
+    assert_array_equal(K.row_start, row_start)
+    K.data[:] = data
+    assert K.shape == (n, n) and K.dtype == np.float64 and K.nbytes == data.nbytes
+    assert K.nbytes <= 8 * (n * n / 2 + 6 * n)
+    idx = [0, 1, 11, 12, 150, 300]
+    assert_array_equal(K.columns(idx), A[:, idx])
+    assert_array_equal(K.toarray(), A)
+    with pytest.raises(ValueError, match="out of range"):
+        K.columns([n])
