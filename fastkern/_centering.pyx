@@ -29,6 +29,7 @@ from fastkern._batches cimport Batches
 cdef extern from "fk_matmat.h" nogil:
     int FK_MM_ROWS
     int fk_mm_fast_available()
+    int fk_mm_fast_level()
     void fk_mm_rows(const double *K, Py_ssize_t ldk, Py_ssize_t r0, Py_ssize_t r1,
                     Py_ssize_t n, const double *V, Py_ssize_t bp, double *out, int fast)
     void fk_mm_sym_strip(const double *K, Py_ssize_t ldk, Py_ssize_t i0, Py_ssize_t R,
@@ -42,6 +43,8 @@ cdef extern from "fk_matmat.h" nogil:
 
 #: Whether this CPU runs gram_matmat's AVX2+FMA code (fk_matmat.h).
 FAST_MATMAT = bool(fk_mm_fast_available())
+#: The symmetric strip's best body on this CPU: 2 AVX-512, 1 AVX2+FMA, 0 portable.
+FAST_LEVEL = fk_mm_fast_level()
 
 
 cdef enum:
@@ -252,7 +255,7 @@ def packed_layout(Py_ssize_t n):
 
 def gram_matmat_packed(const double[::1] data, const Py_ssize_t[::1] row_start,
                        const double[:, ::1] V, double[:, ::1] out, double[:, :, ::1] acc,
-                       int n_threads, bint fast=True):
+                       int n_threads, int level=-1):
     """out = K @ V for a symmetric n x n K kept as its packed upper triangle.
 
     data and row_start as ``packed_layout(n)`` lays them out (n = V's rows).
@@ -264,11 +267,14 @@ def gram_matmat_packed(const double[::1] data, const Py_ssize_t[::1] row_start,
     whole slots: with S = n_threads each keeps one accumulator warm in cache
     (N = 8000, 8 columns, 2 threads: 13.7 ms with 2 slots, 14.3 ms with 4).
     A strip is a block of rows with its own leading dimension, handed to the
-    full matrix's strip kernel as such (``fk_mm_sym_strip``).  fast=False
-    forces the portable code (tests).
+    full matrix's strip kernel as such (``fk_mm_sym_strip``).  level: the
+    body, as FAST_LEVEL numbers them (-1: the best this CPU runs; a higher
+    one than it runs is lowered to that).  With AVX-512 (level 2) an element
+    of K takes one fused multiply-add of 8 columns instead of two of 4, and
+    the result is the AVX2 body's, bit for bit.
     """
     cdef Py_ssize_t n = V.shape[0], bp = V.shape[1], S = acc.shape[0], nstrips, slot, st, i0
-    cdef int use_fast = fast and FAST_MATMAT
+    cdef int use_fast = FAST_LEVEL if level < 0 else min(level, FAST_LEVEL)
     if row_start.shape[0] != n or out.shape[0] != n or out.shape[1] != bp:
         raise ValueError(f"shapes do not match: {row_start.shape[0]} row starts, V "
                          f"{n}x{bp}, out {out.shape[0]}x{out.shape[1]}")

@@ -540,6 +540,7 @@ def test_centred_gram_block_width_is_what_a_call_costs(fast, monkeypatch):
     from fastkern.pairwise import PackedUpperGram
 
     monkeypatch.setattr(_centering, "FAST_MATMAT", fast and _centering.FAST_MATMAT)
+    monkeypatch.setattr(_centering, "FAST_LEVEL", 1)  # AVX2's groups of 4 (below: AVX-512's)
     K = gram(301, np.float64)
     op = CentredGram(K, symmetric=True, n_threads=2)
     blas = op.uses_blas
@@ -557,6 +558,10 @@ def test_centred_gram_block_width_is_what_a_call_costs(fast, monkeypatch):
     packed.data[:] = _packed(K)[0]
     upper = CentredGram(packed, symmetric=True, n_threads=2)
     assert upper.upper and upper.block_width(8) == 11 and not upper.uses_blas
+    # With AVX-512 the packed product works in groups of 8: 16 cost what 12 do.
+    monkeypatch.setattr(_centering, "FAST_LEVEL", 2)
+    assert (upper.block_width(8), upper.block_width(4), upper.block_width(16)) == (15, 7, 23)
+    assert CentredGram(K, symmetric=True).block_width(8) in (8 + 3, 8)
     explicit = CentredGram(K, K.mean(axis=1), K.mean(axis=0), K.mean())
     assert explicit.uses_blas and explicit.block_width(8) == 8
 
@@ -706,12 +711,12 @@ def test_packed_layout_is_strips_of_rows_back_to_back():
 
 @pytest.mark.parametrize("n", [1, 2, 11, 12, 13, 25, 257, 2061, 4101])
 @pytest.mark.parametrize("bp", [4, 8, 12, 20])
-@pytest.mark.parametrize("fast", [True, False])
-def test_gram_matmat_packed_reads_only_the_upper_triangle(n, bp, fast):
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_gram_matmat_packed_reads_only_the_upper_triangle(n, bp, level):
     # Strips of 12 rows with a short last one, chunks of 2048 columns with a
-    # ragged end, column groups of 8 and a group of 4; fast=False is the
-    # portable code.  The strips' entries below the diagonal hold NaN: none of
-    # it may be read.
+    # ragged end, column groups of 8 and a group of 4; level 0 is the
+    # portable code, 1 AVX2, 2 AVX-512 (each lowered to what the CPU runs).
+    # The strips' entries below the diagonal hold NaN: none of it may be read.
     from fastkern._centering import gram_matmat_packed
 
     rng = np.random.default_rng(n + 100 * bp)
@@ -726,13 +731,18 @@ def test_gram_matmat_packed_reads_only_the_upper_triangle(n, bp, fast):
     runs = []
     for threads, slots in ((2, 2), (1, 2), (2, 3)):
         out = np.full((n, bp), np.nan)
-        gram_matmat_packed(data, row_start, V, out, np.empty((slots, n, bp)), threads, fast)
+        gram_matmat_packed(data, row_start, V, out, np.empty((slots, n, bp)), threads, level)
         runs.append(out)
     bound = 4 * n * np.finfo(float).eps * (np.abs(A) @ np.abs(V))
     for out in runs:
         assert np.all(np.abs(out - A @ V) <= bound)
     # The same slots give the same bits whichever threads run them.
     assert_array_equal(runs[1], runs[0])
+    if level == 2:
+        # AVX-512 sums every output in AVX2's order: the same bits.
+        avx2 = np.full((n, bp), np.nan)
+        gram_matmat_packed(data, row_start, V, avx2, np.empty((2, n, bp)), 2, 1)
+        assert_array_equal(runs[0], avx2)
 
 
 def test_gram_matmat_packed_bad_shapes():
