@@ -573,6 +573,27 @@ def test_centred_gram_means_from_product_need_float64():
         CentredGram(gram(5, np.float32), symmetric=True)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (257, 9), (513, 1031), (1031, 300)])
+def test_row_col_means_against_exact_sums(shape):
+    # Rows summed in chunks of 512 with eight running sums each, columns over
+    # blocks of 256 rows added in order: every mean within the rounding of
+    # sums of 256 terms (32 ulp; a dropped term costs 1e-3 here) of the exact
+    # one (math.fsum), on values with a large common offset, across the chunk
+    # and block edges.
+    import math
+
+    from fastkern._centering import row_col_means
+
+    rng = np.random.default_rng(sum(shape))
+    K = 1e6 + rng.standard_normal(shape) * np.exp(rng.uniform(-20, 5, shape))
+    r, c, t = row_col_means(K, 2)
+    exact_r = np.array([math.fsum(row) / shape[1] for row in K])
+    exact_c = np.array([math.fsum(col) / shape[0] for col in K.T])
+    assert_allclose(r, exact_r, rtol=32 * np.finfo(float).eps, atol=0)
+    assert_allclose(c, exact_c, rtol=32 * np.finfo(float).eps, atol=0)
+    assert t == pytest.approx(math.fsum(K.ravel()) / K.size, rel=1e-15)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_row_col_means_one_and_two_threads_identical(dtype):
     from fastkern._centering import row_col_means
