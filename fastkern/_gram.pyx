@@ -83,7 +83,7 @@ from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
-    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile_d,
+    fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile, fk_dot_level,
 )
 
 cdef enum:
@@ -219,13 +219,17 @@ cdef inline void _sqdist_from_dot(double *g, const double *yn, double xn,
         g[j] = -1.0 if d2 < s * (1.0 / 16) else d2
 
 
+# The dot tiles' AVX-512 body where the CPU has it (fk_maps.h); set once, here.
+cdef int DOT_WIDE = fk_dot_level()
+
+
 cdef inline void _centred_dot(const double *Xc, const double *Yc, const double *Yct,
                               Py_ssize_t ldyt, double *G, Py_ssize_t bi, Py_ssize_t bj,
                               Py_ssize_t d, Py_ssize_t ldo) noexcept nogil:
     """G = Xc Yc^T for a tile: fastkern's register tiles when Yct (Yc
     transposed) is given, else one dgemm."""
     if Yct != NULL:
-        fk_dot_tile_d(Xc, d, Yct, ldyt, bi, bj, G, ldo)
+        fk_dot_tile(Xc, d, Yct, ldyt, bi, bj, G, ldo, DOT_WIDE)
     else:
         _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
 

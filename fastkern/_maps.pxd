@@ -9,6 +9,9 @@ cdef extern from "fk_maps.h" nogil:
                      double gamma, Py_ssize_t n)
     void fk_dot_tile_d(const double *xc, Py_ssize_t d, const double *yct, Py_ssize_t ld,
                        Py_ssize_t bi, Py_ssize_t bj, double *g, Py_ssize_t ldo)
+    void fk_dot_tile(const double *xc, Py_ssize_t d, const double *yct, Py_ssize_t ld,
+                     Py_ssize_t bi, Py_ssize_t bj, double *g, Py_ssize_t ldo, int wide)
+    int fk_dot_level()
     void fk_sqdist_row_d(const double *x, const double *yt, Py_ssize_t ld, Py_ssize_t d,
                          Py_ssize_t n, double *out)
     void fk_sqdist_row_f(const float *x, const float *yt, Py_ssize_t ld, Py_ssize_t d,

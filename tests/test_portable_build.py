@@ -134,11 +134,13 @@ def test_matmat_header_runs(cc, tmp_path):
                                  4101)
 
 
-# fk_maps.h's fk_dot_tile_d (the RBF dot tiles' inner products) against a plain
-# loop on a ragged tile: 13 rows (three groups of 4 and one left over) by 21
-# columns (two blocks of 8 and 5 left over), d = 7, inside wider arrays
-# (leading dimensions 29 and 25), and its flagging map fk_rbf_dot_d: it must
-# report a row with a cancelled entry and only such a row.
+# fk_maps.h's fk_dot_tile (the RBF dot tiles' inner products), the 32-byte
+# tiles and, where the CPU has AVX-512, the 64-byte ones (WIDE = 1), against a
+# plain loop on a ragged tile: 13 rows (three groups of 4 and one left over)
+# by 21 columns (blocks of 8 or 16 and the rest left over), d = 7, inside
+# wider arrays (leading dimensions 29 and 25); and the flagging map
+# fk_rbf_dot_d: it must report a row with a cancelled entry and only such a
+# row.
 DOT_PROGRAM = r"""
 #include <stdio.h>
 #include <math.h>
@@ -149,7 +151,7 @@ int main(void) {
     for (int i = 0; i < BI * D; i++) xc[i] = sin(0.37 * i) * (1 + i % 5);
     for (int i = 0; i < D * LD; i++) yct[i] = cos(0.11 * i) - 0.25;
     for (int i = 0; i < BI * LDO; i++) g[i] = 12345.0;
-    fk_dot_tile_d(xc, D, yct, LD, BI, BJ, g, LDO);
+    fk_dot_tile(xc, D, yct, LD, BI, BJ, g, LDO, WIDE);
     double worst = 0;
     int outside = 0;
     for (int i = 0; i < BI; i++)
@@ -175,9 +177,11 @@ int main(void) {
 """
 
 
+@pytest.mark.parametrize("wide", [0, 1])
 @pytest.mark.parametrize("cc", [CC, MUSL], ids=["cc", "musl-gcc"])
-def test_dot_tile_header_runs(cc, tmp_path):
-    tile, flags = _header_program_output(cc, tmp_path, "dot", DOT_PROGRAM).splitlines()
+def test_dot_tile_header_runs(cc, wide, tmp_path):
+    program = DOT_PROGRAM.replace("WIDE", "(fk_dot_level() && 1)" if wide else "0")
+    tile, flags = _header_program_output(cc, tmp_path, "dot", program).splitlines()
     err, outside = tile.split()
     assert float(err) <= 7 * np.finfo(float).eps and outside == "0"
     far, near, k0, k1 = flags.split()
