@@ -150,6 +150,7 @@ class KernelOperator:
 
     def _setup_tiles(self, spec):
         X = self.X
+        # The centred rows are made once here, not per product: no row minimum.
         self.direct = uses_direct_path(spec.kind, X.shape[1], X.dtype)
         per_thread = _TILE * _TILE * (X.itemsize + (8 if X.dtype == np.float32 else 0))
         if self.budget is not None:

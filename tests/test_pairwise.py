@@ -223,8 +223,9 @@ def test_default_paths_by_features_and_dtype():
     # float32 stays direct up to 32 (its vectors hold twice the values).
     from fastkern.pairwise import _LAPLACIAN, _LINEAR, _RBF, uses_direct_path, uses_dot_tiles
 
-    def path(kind, d, dtype=np.float64):
-        direct, dot = uses_direct_path(kind, d, dtype), uses_dot_tiles(kind, d, dtype)
+    def path(kind, d, dtype=np.float64, rows=None):
+        direct = uses_direct_path(kind, d, dtype, rows)
+        dot = uses_dot_tiles(kind, d, dtype, rows)
         assert not (direct and dot)
         return "direct" if direct else "dot" if dot else "blas"
 
@@ -232,7 +233,30 @@ def test_default_paths_by_features_and_dtype():
         "direct", "direct", "dot", "dot", "blas"]
     assert [path(_RBF, d, np.float32) for d in (1, 32, 33, 64, 65)] == [
         "direct", "direct", "dot", "dot", "blas"]
+    # Below 512 rows in either input the dot tiles' centring costs more than
+    # they save: the distance loop up to 32 features, BLAS beyond.
+    assert [path(_RBF, d, rows=511) for d in (11, 12, 32, 33, 64)] == [
+        "direct", "direct", "direct", "blas", "blas"]
+    assert [path(_RBF, d, rows=512) for d in (11, 12, 64)] == ["direct", "dot", "dot"]
     assert path(_LAPLACIAN, 500) == "direct" and path(_LINEAR, 16) == "blas"
+
+
+def test_small_calls_keep_the_distance_loop(monkeypatch):
+    # KernelRidge builds its Gram in panels of 128 rows: there the dot tiles'
+    # centring cost more than the tiles saved, so such calls take the other
+    # paths; a large call takes the dot tiles.
+    import fastkern.pairwise as pw
+
+    calls = []
+    real = pw._run
+    monkeypatch.setattr(pw, "_run", lambda *a, **kw: calls.append((a[8], kw["dot"])) or real(*a, **kw))
+    X = data(700, 16, seed=3)
+    rbf_kernel(X[:128], X[128:])
+    rbf_kernel(X[:40, :8])
+    wide = data(700, 40, seed=4)
+    rbf_kernel(wide[:128], wide[128:])
+    rbf_kernel(X)
+    assert calls == [(True, False), (True, False), (False, False), (False, True)]
 
 
 # --------------------------------------------------- layouts and input types
