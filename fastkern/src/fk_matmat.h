@@ -64,28 +64,60 @@ FK_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_REST
         }
 }
 
-/* The 4-column remainder: 12 rows x 1 vector, so that 12 sums are in flight
- * (6 x 1 would leave the FMA units waiting on their latency). */
-FK_INLINE void fk_mm_micro12(const double *const *k, int nr, const double *FK_RESTRICT V,
-                             ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT out,
-                             ptrdiff_t ldo)
-{
-    fk_mm_v a[12];
-    for (int r = 0; r < 12; r++)
-        a[r] = (fk_mm_v){0.0, 0.0, 0.0, 0.0};
-    for (ptrdiff_t j = 0; j < jb; j++) {
-        fk_mm_v v;
-        memcpy(&v, V + j * ldv, sizeof(fk_mm_v));
-        for (int r = 0; r < 12; r++)
-            a[r] += k[r][j] * v;
-    }
-    for (int r = 0; r < nr; r++) {
-        fk_mm_v t;
-        memcpy(&t, out + r * ldo, sizeof(fk_mm_v));
-        t += a[r];
-        memcpy(out + r * ldo, &t, sizeof(fk_mm_v));
-    }
+/* The 12 x 1 register tiles of a vector type VT: ROWS, out[r, :] += sum_j
+ * k[r][j] V[j, :] for 12 rows of K (the 4-column remainder, so that 12 sums
+ * are in flight: 6 x 1 would leave the FMA units waiting on their latency);
+ * COLS, out[c, :] += sum_{r < R} K[r, c] V[r, :] for 12 columns of K (the
+ * transposed products of the symmetric strip; columns past nj repeat the
+ * last one, computed, not stored).  VT is 4 doubles here, and 8 for the
+ * AVX-512 strip below. */
+#define FK_MM_DEFINE_TILES12(VT, ROWS, COLS)                                          \
+FK_INLINE void ROWS(const double *const *k, int nr, const double *FK_RESTRICT V,       \
+                    ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT out, ptrdiff_t ldo) \
+{                                                                                     \
+    VT a[12];                                                                         \
+    for (int r = 0; r < 12; r++)                                                      \
+        a[r] = (VT){0.0};                                                             \
+    for (ptrdiff_t j = 0; j < jb; j++) {                                              \
+        VT v;                                                                         \
+        memcpy(&v, V + j * ldv, sizeof(VT));                                          \
+        for (int r = 0; r < 12; r++)                                                  \
+            a[r] += k[r][j] * v;                                                      \
+    }                                                                                 \
+    for (int r = 0; r < nr; r++) {                                                    \
+        VT t;                                                                         \
+        memcpy(&t, out + r * ldo, sizeof(VT));                                        \
+        t += a[r];                                                                    \
+        memcpy(out + r * ldo, &t, sizeof(VT));                                        \
+    }                                                                                 \
+}                                                                                     \
+                                                                                      \
+FK_INLINE void COLS(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,              \
+                    const double *FK_RESTRICT V, ptrdiff_t ldv, double *FK_RESTRICT out, \
+                    ptrdiff_t ldo)                                                    \
+{                                                                                     \
+    VT a[12];                                                                         \
+    int off[12];                                                                      \
+    for (int c = 0; c < 12; c++) {                                                    \
+        off[c] = c < nj ? c : nj - 1;                                                 \
+        a[c] = (VT){0.0};                                                             \
+    }                                                                                 \
+    for (ptrdiff_t r = 0; r < R; r++) {                                               \
+        VT v;                                                                         \
+        const double *k = K + r * ldk;                                                \
+        memcpy(&v, V + r * ldv, sizeof(VT));                                          \
+        for (int c = 0; c < 12; c++)                                                  \
+            a[c] += k[off[c]] * v;                                                    \
+    }                                                                                 \
+    for (int c = 0; c < nj; c++) {                                                    \
+        VT t;                                                                         \
+        memcpy(&t, out + c * ldo, sizeof(VT));                                        \
+        t += a[c];                                                                    \
+        memcpy(out + c * ldo, &t, sizeof(VT));                                        \
+    }                                                                                 \
 }
+
+FK_MM_DEFINE_TILES12(fk_mm_v, fk_mm_micro12, fk_mm_micro_t12)
 #else
 FK_INLINE void fk_mm_micro(const double *const *k, int nr, const double *FK_RESTRICT V,
                            ptrdiff_t ldv, ptrdiff_t jb, int nv, double *FK_RESTRICT out,
@@ -154,32 +186,6 @@ FK_INLINE void fk_mm_micro_t(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R
             t += a[c][q];
             memcpy(out + c * ldo + 4 * q, &t, sizeof(fk_mm_v));
         }
-}
-
-/* The 4-column remainder of V: 12 columns of K x 1 vector (see fk_mm_micro12). */
-FK_INLINE void fk_mm_micro_t12(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
-                               const double *FK_RESTRICT V, ptrdiff_t ldv,
-                               double *FK_RESTRICT out, ptrdiff_t ldo)
-{
-    fk_mm_v a[12];
-    int off[12];
-    for (int c = 0; c < 12; c++) {
-        off[c] = c < nj ? c : nj - 1;
-        a[c] = (fk_mm_v){0.0, 0.0, 0.0, 0.0};
-    }
-    for (ptrdiff_t r = 0; r < R; r++) {
-        fk_mm_v v;
-        const double *k = K + r * ldk;
-        memcpy(&v, V + r * ldv, sizeof(fk_mm_v));
-        for (int c = 0; c < 12; c++)
-            a[c] += k[off[c]] * v;
-    }
-    for (int c = 0; c < nj; c++) {
-        fk_mm_v t;
-        memcpy(&t, out + c * ldo, sizeof(fk_mm_v));
-        t += a[c];
-        memcpy(out + c * ldo, &t, sizeof(fk_mm_v));
-    }
 }
 #else
 FK_INLINE void fk_mm_micro_t(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
@@ -292,6 +298,20 @@ FK_INLINE void fk_mm_tn_body(const double *A, ptrdiff_t lda, ptrdiff_t R, ptrdif
     }
 }
 
+/* out[i0:i1] = K[i0:i1, i0:i1] V[i0:i1] for the strip's own diagonal block,
+ * read from its upper triangle, summed plainly (out zeroed here). */
+FK_INLINE void fk_mm_sym_diag(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t i1,
+                              const double *V, ptrdiff_t bp, double *out)
+{
+    memset(out + i0 * bp, 0, (size_t)((i1 - i0) * bp) * sizeof(double));
+    for (ptrdiff_t i = i0; i < i1; i++)
+        for (ptrdiff_t j = i0; j < i1; j++) {
+            double x = j >= i ? K[i * ldk + j] : K[j * ldk + i];
+            for (ptrdiff_t c = 0; c < bp; c++)
+                out[i * bp + c] += x * V[j * bp + c];
+        }
+}
+
 /* One strip, rows [i0, i0 + R), of out = K V for a symmetric n x n K of
  * which only the upper triangle (j >= i) is read: half the memory traffic
  * of fk_mm_rows_body for the same arithmetic.  The strip's own R x R block
@@ -308,13 +328,7 @@ FK_INLINE void fk_mm_sym_strip_body(const double *K, ptrdiff_t ldk, ptrdiff_t i0
     int rows4 = wide ? 12 : FK_MM_ROWS;
     ptrdiff_t i1 = i0 + R;
     const double *strip = K + i0 * ldk;
-    memset(out + i0 * bp, 0, (size_t)(R * bp) * sizeof(double));
-    for (ptrdiff_t i = i0; i < i1; i++)
-        for (ptrdiff_t j = i0; j < i1; j++) {
-            double x = j >= i ? K[i * ldk + j] : K[j * ldk + i];
-            for (ptrdiff_t c = 0; c < bp; c++)
-                out[i * bp + c] += x * V[j * bp + c];
-        }
+    fk_mm_sym_diag(K, ldk, i0, i1, V, bp, out);
     for (ptrdiff_t jc = i1; jc < n; jc += FK_MM_JB) {
         ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
         fk_mm_row_tiles(K, ldk, i0, i1, jc, jb, V, bp, out, wide);
@@ -379,54 +393,7 @@ static void fk_mm_sym_strip_base(const double *K, ptrdiff_t ldk, ptrdiff_t i0, p
  * the transposed part), so both give the same bits. */
 typedef double fk_mm_z __attribute__((vector_size(64)));
 
-/* out[r, 0:8] += sum_j k[r][j] V[j, 0:8] for r < nr (k[r] valid for r < 12). */
-FK_INLINE void fk_mm_micro_z(const double *const *k, int nr, const double *FK_RESTRICT V,
-                             ptrdiff_t ldv, ptrdiff_t jb, double *FK_RESTRICT out,
-                             ptrdiff_t ldo)
-{
-    fk_mm_z a[12];
-    for (int r = 0; r < 12; r++)
-        a[r] = (fk_mm_z){0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    for (ptrdiff_t j = 0; j < jb; j++) {
-        fk_mm_z v;
-        memcpy(&v, V + j * ldv, sizeof(fk_mm_z));
-        for (int r = 0; r < 12; r++)
-            a[r] += k[r][j] * v;
-    }
-    for (int r = 0; r < nr; r++) {
-        fk_mm_z t;
-        memcpy(&t, out + r * ldo, sizeof(fk_mm_z));
-        t += a[r];
-        memcpy(out + r * ldo, &t, sizeof(fk_mm_z));
-    }
-}
-
-/* out[c, 0:8] += sum_{r < R} K[r, c] V[r, 0:8] for the nj <= 12 columns c of K;
- * columns past nj repeat the last one (computed, not stored). */
-FK_INLINE void fk_mm_micro_tz(const double *K, ptrdiff_t ldk, int nj, ptrdiff_t R,
-                              const double *FK_RESTRICT V, ptrdiff_t ldv,
-                              double *FK_RESTRICT out, ptrdiff_t ldo)
-{
-    fk_mm_z a[12];
-    int off[12];
-    for (int c = 0; c < 12; c++) {
-        off[c] = c < nj ? c : nj - 1;
-        a[c] = (fk_mm_z){0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    }
-    for (ptrdiff_t r = 0; r < R; r++) {
-        fk_mm_z v;
-        const double *k = K + r * ldk;
-        memcpy(&v, V + r * ldv, sizeof(fk_mm_z));
-        for (int c = 0; c < 12; c++)
-            a[c] += k[off[c]] * v;
-    }
-    for (int c = 0; c < nj; c++) {
-        fk_mm_z t;
-        memcpy(&t, out + c * ldo, sizeof(fk_mm_z));
-        t += a[c];
-        memcpy(out + c * ldo, &t, sizeof(fk_mm_z));
-    }
-}
+FK_MM_DEFINE_TILES12(fk_mm_z, fk_mm_micro_z, fk_mm_micro_tz)
 
 __attribute__((target("avx512f,avx2,fma"))) static void
 fk_mm_sym_strip_wide(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R, ptrdiff_t n,
@@ -436,13 +403,7 @@ fk_mm_sym_strip_wide(const double *K, ptrdiff_t ldk, ptrdiff_t i0, ptrdiff_t R, 
     ptrdiff_t i1 = i0 + R;
     const double *strip = K + i0 * ldk;
     const double *k[12];
-    memset(out + i0 * bp, 0, (size_t)(R * bp) * sizeof(double));
-    for (ptrdiff_t i = i0; i < i1; i++)
-        for (ptrdiff_t j = i0; j < i1; j++) {
-            double x = j >= i ? K[i * ldk + j] : K[j * ldk + i];
-            for (ptrdiff_t c = 0; c < bp; c++)
-                out[i * bp + c] += x * V[j * bp + c];
-        }
+    fk_mm_sym_diag(K, ldk, i0, i1, V, bp, out);
     for (ptrdiff_t jc = i1; jc < n; jc += FK_MM_JB) {
         ptrdiff_t jb = n - jc < FK_MM_JB ? n - jc : FK_MM_JB;
         for (ptrdiff_t i = i0; i < i1; i += 12) {
