@@ -18,7 +18,7 @@ from fastkern import _gram, _matfree
 from fastkern._kernel_api import KernelSpec
 from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
-from fastkern.pairwise import KERNEL_CODES, uses_direct_path, uses_dot_tiles
+from fastkern.pairwise import KERNEL_CODES, tile_path
 
 __all__ = ["KernelOperator", "reporting_progress"]
 
@@ -151,7 +151,8 @@ class KernelOperator:
     def _setup_tiles(self, spec):
         X = self.X
         # The centred rows are made once here, not per product: no row minimum.
-        self.direct = uses_direct_path(spec.kind, X.shape[1], X.dtype)
+        path = tile_path(spec.kind, X.shape[1], X.dtype)
+        self.direct = path == "direct"
         per_thread = _TILE * _TILE * (X.itemsize + (8 if X.dtype == np.float32 else 0))
         if self.budget is not None:
             if self.budget < per_thread:
@@ -169,7 +170,7 @@ class KernelOperator:
         if spec.kind == KERNEL_CODES["rbf"] and not self.direct:
             self.mean = _gram.common_mean(X)
             self.Xc, self.xn = _gram.centred_rows(X, self.mean, self.n_threads)
-            if uses_dot_tiles(spec.kind, X.shape[1], X.dtype):
+            if path == "dot":
                 self.Xct = _gram.transposed(self.Xc, self.n_threads)
         self.tiles = np.empty((self.n_threads, _TILE * _TILE), dtype=X.dtype)
         self.dtiles = np.empty((self.n_threads, _TILE * _TILE) if X.dtype == np.float32

@@ -86,13 +86,8 @@ DOT_MAX_FEATURES = 64
 DOT_MIN_ROWS = 512
 
 
-def uses_dot_tiles(kind, n_features, dtype=np.float64, n_rows=None):
-    """Tell whether a kernel code's inner products come from fastkern's register tiles.
-
-    On the BLAS path of the Euclidean kernels (RBF, Laplacian L2, Bessel),
-    the tile of inner products of the centred rows is computed by
-    fastkern's register tiles instead of dgemm, whose packing outweighs its
-    short sums on narrow data.  Same accuracy rules as the BLAS path.
+def tile_path(kind, n_features, dtype=np.float64, n_rows=None):
+    """Tell which loop computes a kernel code's Gram tiles.
 
     Parameters
     ----------
@@ -108,14 +103,28 @@ def uses_dot_tiles(kind, n_features, dtype=np.float64, n_rows=None):
 
     Returns
     -------
-    bool
-        True for the Euclidean kernels off the direct path up to
-        ``DOT_MAX_FEATURES`` features, when both inputs have at least
-        ``DOT_MIN_ROWS`` rows.
+    path : {"direct", "dot", "blas"}
+        "direct", the fused distance loop: the Laplacian (L1) kernel always,
+        and the kernels of the Euclidean distance (RBF, Laplacian L2, Bessel)
+        below ``DOT_MIN_FEATURES`` features in float64 (up to
+        ``DIRECT_MAX_FEATURES`` with fewer than ``DOT_MIN_ROWS`` rows) and up
+        to ``DIRECT_MAX_FEATURES`` in float32.  "dot", the Euclidean kernels'
+        inner products of centred rows on fastkern's register tiles (instead
+        of dgemm, whose packing outweighs its short sums on narrow data; the
+        BLAS path's accuracy rule), for the rest up to ``DOT_MAX_FEATURES``
+        features when both inputs have at least ``DOT_MIN_ROWS`` rows.
+        "blas" otherwise.
     """
-    return (kind in _DISTANCE_KINDS and not uses_direct_path(kind, n_features, dtype, n_rows)
-            and n_features <= DOT_MAX_FEATURES
-            and (n_rows is None or n_rows >= DOT_MIN_ROWS))
+    if kind == _LAPLACIAN:
+        return "direct"
+    if kind not in _DISTANCE_KINDS:
+        return "blas"
+    few_rows = n_rows is not None and n_rows < DOT_MIN_ROWS
+    if n_features <= DIRECT_MAX_FEATURES and (dtype == np.float32 or few_rows):
+        return "direct"
+    if n_features < DOT_MIN_FEATURES:
+        return "direct"
+    return "dot" if n_features <= DOT_MAX_FEATURES and not few_rows else "blas"
 
 
 def uses_direct_path(kind, n_features, dtype=np.float64, n_rows=None):
@@ -136,19 +145,9 @@ def uses_direct_path(kind, n_features, dtype=np.float64, n_rows=None):
     Returns
     -------
     bool
-        True for the Laplacian (L1) kernel always, and for the kernels of the
-        Euclidean distance (RBF, Laplacian L2, Bessel) below
-        ``DOT_MIN_FEATURES`` features in float64 (up to
-        ``DIRECT_MAX_FEATURES`` with fewer than ``DOT_MIN_ROWS`` rows) and up
-        to ``DIRECT_MAX_FEATURES`` in float32.
+        Whether ``tile_path`` gives "direct".
     """
-    if kind == _LAPLACIAN:
-        return True
-    if kind not in _DISTANCE_KINDS:
-        return False
-    if dtype == np.float32 or (n_rows is not None and n_rows < DOT_MIN_ROWS):
-        return n_features <= DIRECT_MAX_FEATURES
-    return n_features < DOT_MIN_FEATURES
+    return tile_path(kind, n_features, dtype, n_rows) == "direct"
 
 
 def default_gamma(gamma, n_features):
@@ -185,19 +184,17 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_
             raise ValueError("path applies to dense input only; sparse input has one path")
         return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads)
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
-    d, dtype = _features(X), getattr(X, "dtype", None)
-    rows = min(_rows(X), _rows(X if Y is None else Y))
-    direct, dot = uses_direct_path(kind, d, dtype, rows), uses_dot_tiles(kind, d, dtype, rows)
-    if path is not None:
-        if path not in ("direct", "dot", "blas"):
-            raise ValueError(f"path must be None, 'direct', 'dot' or 'blas', got {path!r}")
-        if kind == _LAPLACIAN and path != "direct":
-            raise ValueError("the Laplacian (L1) kernel has only the direct path")
-        if kind not in _DISTANCE_KINDS + (_LAPLACIAN,) and path != "blas":
-            raise ValueError("only the RBF, Laplacian, Laplacian (L2) and Bessel kernels "
-                             f"have a {path} path")
-        direct, dot = path == "direct", path == "dot"
-    return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, direct, order, dot=dot)
+    if path is None:
+        rows = min(_rows(X), _rows(X if Y is None else Y))
+        path = tile_path(kind, _features(X), getattr(X, "dtype", None), rows)
+    elif path not in ("direct", "dot", "blas"):
+        raise ValueError(f"path must be None, 'direct', 'dot' or 'blas', got {path!r}")
+    elif kind == _LAPLACIAN and path != "direct":
+        raise ValueError("the Laplacian (L1) kernel has only the direct path")
+    elif kind not in _DISTANCE_KINDS + (_LAPLACIAN,) and path != "blas":
+        raise ValueError("only the RBF, Laplacian, Laplacian (L2) and Bessel kernels "
+                         f"have a {path} path")
+    return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, path, order)
 
 
 def _output(out, shape, dtype, inputs, n_threads):
@@ -210,15 +207,20 @@ def _output(out, shape, dtype, inputs, n_threads):
     return out
 
 
-def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, direct, order=0.0, dot=False):
+def _tiles_blas(path):
+    """BLAS held to one thread where the tiles call gemm: each OpenMP thread
+    runs its own single-threaded gemm on a tile."""
+    return blas_limit(1) if path == "blas" else contextlib.nullcontext()
+
+
+def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, path, order=0.0):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
-    # Each OpenMP thread runs its own single-threaded gemm on a tile.
-    with contextlib.nullcontext() if direct or dot else blas_limit(1):
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, direct, n_threads, order,
-                   dot)
+    with _tiles_blas(path):
+        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, path == "direct",
+                   n_threads, order, path == "dot")
     return out
 
 
@@ -331,11 +333,12 @@ def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
     d = X.shape[1]
     gamma = default_gamma(gamma, d)
     n = X.shape[0]
-    direct, dot = uses_direct_path(kind, d, n_rows=n), uses_dot_tiles(kind, d, n_rows=n)
+    path = tile_path(kind, d, n_rows=n)
     K = PackedUpperGram(n, n_threads)
-    with contextlib.nullcontext() if direct or dot else blas_limit(1):
+    with _tiles_blas(path):
         _gram.gram(X, X, np.empty((0, 0)), kind, gamma, check_real(coef0, "coef0"), 1.0, True,
-                   direct, n_threads, 0.0, dot, K.data, K.row_start, _centering.STRIP_ROWS)
+                   path == "direct", n_threads, 0.0, path == "dot", K.data, K.row_start,
+                   _centering.STRIP_ROWS)
     return K
 
 
@@ -473,10 +476,10 @@ def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
     path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``uses_direct_path``,
-        ``uses_dot_tiles``): the fused distance loop for narrow data, then
-        inner products of centred rows on fastkern's register tiles, then
-        by BLAS; "direct", "dot" or "blas" force one (for tests).
+        None chooses by the number of features (``tile_path``): the fused
+        distance loop for narrow data, then inner products of centred rows
+        on fastkern's register tiles, then by BLAS; "direct", "dot" or
+        "blas" force one (for tests).
 
     Returns
     -------
@@ -662,7 +665,7 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
     X, Y, symmetric = check_pair(X, Y)
     Xn = _normalized_rows(X)
     Yn = Xn if symmetric else _normalized_rows(Y)
-    return _run(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads, False)
+    return _run(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads, "blas")
 
 
 def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
@@ -689,10 +692,10 @@ def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
     path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``uses_direct_path``,
-        ``uses_dot_tiles``): the fused distance loop for narrow data, then
-        inner products of centred rows on fastkern's register tiles, then
-        by BLAS; "direct", "dot" or "blas" force one (for tests).
+        None chooses by the number of features (``tile_path``): the fused
+        distance loop for narrow data, then inner products of centred rows
+        on fastkern's register tiles, then by BLAS; "direct", "dot" or
+        "blas" force one (for tests).
 
     Returns
     -------
@@ -742,10 +745,10 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
     path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``uses_direct_path``,
-        ``uses_dot_tiles``): the fused distance loop for narrow data, then
-        inner products of centred rows on fastkern's register tiles, then
-        by BLAS; "direct", "dot" or "blas" force one (for tests).
+        None chooses by the number of features (``tile_path``): the fused
+        distance loop for narrow data, then inner products of centred rows
+        on fastkern's register tiles, then by BLAS; "direct", "dot" or
+        "blas" force one (for tests).
 
     Returns
     -------

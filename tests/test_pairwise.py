@@ -221,13 +221,12 @@ def test_default_paths_by_features_and_dtype():
     # The thresholds of fastkern.pairwise, at their edges: float64 RBF goes
     # direct below 12 features, to the dot tiles up to 64, to BLAS beyond;
     # float32 stays direct up to 32 (its vectors hold twice the values).
-    from fastkern.pairwise import _LAPLACIAN, _LINEAR, _RBF, uses_direct_path, uses_dot_tiles
+    from fastkern.pairwise import _LAPLACIAN, _LINEAR, _RBF, tile_path, uses_direct_path
 
     def path(kind, d, dtype=np.float64, rows=None):
-        direct = uses_direct_path(kind, d, dtype, rows)
-        dot = uses_dot_tiles(kind, d, dtype, rows)
-        assert not (direct and dot)
-        return "direct" if direct else "dot" if dot else "blas"
+        chosen = tile_path(kind, d, dtype, rows)
+        assert uses_direct_path(kind, d, dtype, rows) == (chosen == "direct")
+        return chosen
 
     assert [path(_RBF, d) for d in (1, 11, 12, 64, 65)] == [
         "direct", "direct", "dot", "dot", "blas"]
@@ -249,14 +248,14 @@ def test_small_calls_keep_the_distance_loop(monkeypatch):
 
     calls = []
     real = pw._run
-    monkeypatch.setattr(pw, "_run", lambda *a, **kw: calls.append((a[8], kw["dot"])) or real(*a, **kw))
+    monkeypatch.setattr(pw, "_run", lambda *a, **kw: calls.append(a[8]) or real(*a, **kw))
     X = data(700, 16, seed=3)
     rbf_kernel(X[:128], X[128:])
     rbf_kernel(X[:40, :8])
     wide = data(700, 40, seed=4)
     rbf_kernel(wide[:128], wide[128:])
     rbf_kernel(X)
-    assert calls == [(True, False), (True, False), (False, False), (False, True)]
+    assert calls == ["direct", "direct", "blas", "dot"]
 
 
 # --------------------------------------------------- layouts and input types
