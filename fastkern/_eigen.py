@@ -190,10 +190,11 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     it up to the block size), e.g. columns of A, which cost no product and act
     as one free step of the iteration.  A v0 wider than the block (at most
     the basis width less one block) is the first block whole: for an
-    operator that pads its blocks (KernelPCA's product pads to 4 columns, and
-    its first call adds one for the means), the columns up to the padding
-    cost nothing.  At N=8000 (RBF, 5 components) an 11-column first block
-    instead of 8 saved one product of 8 columns in 3 of 4 seeds.
+    operator that pads its blocks (KernelPCA's product pads to 4 columns, or
+    8 with AVX-512, and its first call adds one for the means), the columns
+    up to the padding cost nothing.  At N=8000 (RBF, 5 components, 20 seeds)
+    8-column blocks needed 13 products from an 8-column start, 12.45 on
+    average from 11 columns and 12 from 15.
     max_blocks: most blocks in the basis before a thick restart, at least 3
     (None: 6; the basis is also held to about 300 columns).  More blocks
     cost memory and O(n * basis * p) work per product, and restart less

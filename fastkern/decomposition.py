@@ -744,8 +744,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # Rows of the uncentred K start the iteration (for a symmetric K, K
         # applied to unit vectors, one step for free; they need no means, and
         # converged in as many products as rows of Kc at N=8000).  As many
-        # rows as the first product takes for the cost of p columns: 11
-        # instead of 8 at N=8000 saved one product in 3 of 4 seeds.
+        # rows as the first product takes for the cost of p columns (11, or
+        # 15 with AVX-512, instead of 8: see block_eigsh's v0).
         p = krylov_block_size(k)
         rng = check_random_state(self.random_state)
         rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
