@@ -294,7 +294,7 @@ def packed_layout(Py_ssize_t n):
     s = i0 // STRIP
     before = STRIP * s * n - STRIP * STRIP * s * (s - 1) // 2
     row_start = before + (i - i0) * (n - i0) - i0
-    size = int(row_start[-1] + n) if n else 0
+    size = int(row_start[n - 1] + n) if n else 0
     return row_start, size
 
 
