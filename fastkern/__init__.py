@@ -1,5 +1,7 @@
 """fastkern: fast kernel methods with Cython/OpenMP Gram matrices."""
 from fastkern._version import __version__
+# First: it loads the OpenMP runtime with fastkern's wait policy (fastkern._threads).
+from fastkern import _threads  # noqa: F401  isort: skip
 
 from fastkern._config import config_info, show_config
 from fastkern.cca import KernelCCA

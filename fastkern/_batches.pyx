@@ -12,6 +12,15 @@ The range length adapts so that a batch takes about ``target`` seconds
 the per-batch cost, one parallel region and one barrier, is below 1% of the
 work).  Results do not depend on the batching: items are independent, or (the
 matrix-free products) each item always runs its own sequence in order.
+
+The batches also choose how many threads to wake.  A parallel region costs
+a wake-up of every thread (a futex call each, since fastkern's threads sleep
+rather than spin: ``fastkern._threads``) and a barrier, and on a machine
+whose cores are busy with other processes a woken thread can wait a whole
+scheduler time slice for a core.  So the first batch is one item on the
+calling thread alone, and the loop goes parallel only when that item's time
+says the rest would take more than ``SERIAL_BELOW`` seconds on one thread.
+Results never depend on the thread count, so neither do they on this choice.
 """
 from cpython.exc cimport PyErr_CheckSignals
 from time import perf_counter
@@ -19,6 +28,9 @@ from time import perf_counter
 # Seconds one batch should take (see the module docstring); read when a
 # Batches is made, so tests can shorten it.
 TARGET = 0.05
+# Work below this many seconds on one thread stays on one thread (see the
+# module docstring; chosen by measurement, benchmarks/bench_threads.py).
+SERIAL_BELOW = 1e-3
 # A batch grows at most this much over the previous one: the cost of an item
 # is not constant (the first items run in cache, later ones fault in fresh
 # output pages or meet another process), so a long extrapolation from a tiny
@@ -30,23 +42,28 @@ cdef double MAX_GROWTH = 2.0
 cdef class Batches:
     """Iterate over [0, n) in ranges that each take about `target` seconds.
 
-    ``while b.next(): run items b.start .. b.stop - 1`` ; ``next`` raises
-    KeyboardInterrupt (or whatever a signal handler raises) between batches.
+    ``while b.next(): run items b.start .. b.stop - 1 on b.threads threads``;
+    ``next`` raises KeyboardInterrupt (or whatever a signal handler raises)
+    between batches.  ``n_threads``: the most threads a batch may use; once
+    parallel, a batch has at least n_threads items, so every thread has work.
+    ``first``: the size of the first batch (a size learned by an earlier
+    Batches over the same kind of items, so the work is known to be large:
+    it starts parallel), else one item on one thread.
     ``target`` < 0 means the module's TARGET.
-    ``min_size`` items per batch at least (e.g. the thread count, so every
-    thread has work); ``first``: the size of the first batch (a size learned
-    by an earlier Batches over the same kind of items), else ``min_size``.
     """
 
-    def __cinit__(self, Py_ssize_t n, Py_ssize_t min_size=1, Py_ssize_t first=0,
+    def __cinit__(self, Py_ssize_t n, int n_threads=1, Py_ssize_t first=0,
                   double target=-1.0):
         self.n = n
-        self.min_size = max(min_size, 1)
-        self.size = max(first, self.min_size)
+        self.max_threads = max(n_threads, 1)
+        self.min_size = self.max_threads
+        self.threads = self.max_threads if first > 0 else 1
+        self.size = max(first, 1)
         self.target = TARGET if target < 0 else target
         self.start = 0
         self.stop = 0
         self.started = False
+        self.serial_below = SERIAL_BELOW
 
     cdef bint next(self) except -1:
         cdef double now, elapsed, grow
@@ -54,8 +71,15 @@ cdef class Batches:
         if self.started:
             PyErr_CheckSignals()
             elapsed = now - self.t_last
-            grow = MAX_GROWTH if elapsed * MAX_GROWTH <= self.target else self.target / elapsed
-            self.size = max(self.min_size, <Py_ssize_t> (self.size * grow))
+            if self.threads < self.max_threads:
+                if elapsed / (self.stop - self.start) * (self.n - self.stop) <= self.serial_below:
+                    # The rest is cheaper than waking the other threads.
+                    self.size = self.n
+                else:
+                    self.threads = self.max_threads
+            if self.threads == self.max_threads:
+                grow = MAX_GROWTH if elapsed * MAX_GROWTH <= self.target else self.target / elapsed
+                self.size = max(self.min_size, <Py_ssize_t> (self.size * grow))
         self.started = True
         self.t_last = now
         self.start = self.stop

@@ -138,9 +138,9 @@ cdef _row_col_sums(const floating *K, Py_ssize_t n, Py_ssize_t m, double *r,
     cdef Batches batches = Batches(nb, n_threads)
     while batches.next():
         with nogil:
-            _row_block_sums(K, n, m, r, partial, batches.start, batches.stop, n_threads)
+            _row_block_sums(K, n, m, r, partial, batches.start, batches.stop, batches.threads)
     with nogil:
-        _add_partials(partial, nb, m, colsum, n_threads)
+        _add_partials(partial, nb, m, colsum, batches.threads)
 
 
 cdef Py_ssize_t _partial_size(Py_ssize_t n, Py_ssize_t m):
@@ -167,7 +167,7 @@ cdef _update(floating *K, Py_ssize_t n, Py_ssize_t m, const double *r, const dou
     cdef Batches batches = Batches(n, n_threads)
     while batches.next():
         with nogil:
-            _update_rows(K, m, r, c, t, batches.start, batches.stop, n_threads)
+            _update_rows(K, m, r, c, t, batches.start, batches.stop, batches.threads)
 
 
 def center_train(floating[:, ::1] K, int n_threads):
@@ -194,10 +194,12 @@ def center_test(floating[:, ::1] K, const double[::1] fit_col_means, double fit_
     cdef Py_ssize_t n = K.shape[0], m = K.shape[1], i, j
     cdef double[::1] r = np.empty(n)
     cdef double s
+    cdef int nt
     cdef Batches batches = Batches(n, n_threads)
     while batches.next():
+        nt = batches.threads
         with nogil:
-            for i in prange(batches.start, batches.stop, num_threads=n_threads,
+            for i in prange(batches.start, batches.stop, num_threads=nt,
                             schedule='static'):
                 s = 0.0
                 for j in range(m):

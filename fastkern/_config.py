@@ -2,7 +2,7 @@
 import sys
 
 from fastkern import _openmp
-from fastkern._threads import default_n_threads
+from fastkern._threads import WAIT_POLICY, default_n_threads
 from fastkern._version import __version__
 
 
@@ -16,7 +16,8 @@ def config_info():
     dict
         Keys "fastkern", "python", "numpy", "scipy" (versions), "openmp" (bool:
         whether the extensions were built with OpenMP), "threads" (the default
-        thread count), "cores" (``os.cpu_count()``) and "blas" (a list of dicts,
+        thread count), "wait_policy" (how fastkern's idle OpenMP threads wait),
+        "cores" (``os.cpu_count()``) and "blas" (a list of dicts,
         one per BLAS library threadpoolctl finds: "internal_api", "version",
         "num_threads", "architecture", "filepath").
 
@@ -50,6 +51,7 @@ def config_info():
         "scipy": scipy.__version__,
         "openmp": _openmp.openmp_enabled(),
         "threads": default_n_threads(),
+        "wait_policy": WAIT_POLICY,
         "cores": os.cpu_count(),
         "blas": blas,
     }
@@ -72,8 +74,8 @@ def show_config(file=None):
     print(f"fastkern {info['fastkern']} (python {info['python']}, numpy {info['numpy']}, "
           f"scipy {info['scipy']})", file=file)
     state = "on" if info["openmp"] else "off (serial build)"
-    print(f"OpenMP: {state}; default threads: {info['threads']} of {info['cores']} cores",
-          file=file)
+    print(f"OpenMP: {state}; default threads: {info['threads']} of {info['cores']} cores; "
+          f"idle threads: {info['wait_policy']}", file=file)
     for b in info["blas"]:
         print(f"BLAS: {b['internal_api']} {b['version']} ({b['filepath']}, "
               f"{b['num_threads']} threads, {b['architecture']})", file=file)

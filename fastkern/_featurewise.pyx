@@ -194,15 +194,19 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef Py_ssize_t[::1] ti = np.ascontiguousarray(iu, dtype=np.intp)
     cdef Py_ssize_t[::1] tj = np.ascontiguousarray(ju, dtype=np.intp)
     ntiles = ti.shape[0]
+    # No more threads (and per-thread buffers) than work items.
+    n_threads = <int> min(<Py_ssize_t> n_threads, max(ntiles, 1))
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Ytp = &Yt[0, 0]
     cdef floating *Op = &out[0, 0]
     cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
     cdef double[:, ::1] accs = np.empty((n_threads, tile))
 
+    cdef int nt
     cdef Batches batches = Batches(ntiles, n_threads)
     while batches.next():
-        with nogil, parallel(num_threads=n_threads):
+        nt = batches.threads
+        with nogil, parallel(num_threads=nt):
             tid = omp_get_thread_num()
             tbuf = &bufs[tid, 0, 0]
             tscr = &bufs[tid, 1, 0]

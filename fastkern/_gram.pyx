@@ -352,10 +352,12 @@ def first_touch(floating[:, ::1] out, int n_threads):
     cdef Py_ssize_t step = 4096 // sizeof(floating)
     if m == 0:
         return
+    cdef int nt
     cdef Batches batches = Batches(n, n_threads)
     while batches.next():
+        nt = batches.threads
         with nogil:
-            for i in prange(batches.start, batches.stop, num_threads=n_threads,
+            for i in prange(batches.start, batches.stop, num_threads=nt,
                             schedule='static'):
                 j = 0
                 while j < m:
@@ -372,12 +374,12 @@ def centred_rows(X, const double[::1] mean, int n_threads):
     Xc = np.empty(X.shape, dtype=np.float64)
     cdef double[:, ::1] xc = Xc
     cdef double[::1] xn = np.empty(X.shape[0])
-    cdef Batches batches = Batches(X.shape[0], 1)
+    cdef Batches batches = Batches(X.shape[0], n_threads)
     while batches.next():
         np.subtract(X[batches.start:batches.stop], mean, out=Xc[batches.start:batches.stop])
         with nogil:
             row_sq_norms(&xc[batches.start, 0], batches.stop - batches.start, xc.shape[1],
-                         &xn[batches.start], n_threads)
+                         &xn[batches.start], batches.threads)
     return Xc, np.asarray(xn)
 
 
@@ -442,10 +444,12 @@ def transposed(const floating[:, ::1] Y, int n_threads):
     cdef Py_ssize_t nkb = (d + MIRROR_BLOCK - 1) // MIRROR_BLOCK, kb
     Yt = np.empty((d, m), dtype=np.float64 if floating is double else np.float32)
     cdef floating[:, ::1] T = Yt
+    cdef int nt
     cdef Batches batches = Batches(nb, n_threads)
     while batches.next():
+        nt = batches.threads
         with nogil:
-            for b in prange(batches.start, batches.stop, num_threads=n_threads,
+            for b in prange(batches.start, batches.stop, num_threads=nt,
                             schedule='static'):
                 i0 = b * MIRROR_BLOCK
                 i1 = min(i0 + MIRROR_BLOCK, m)
@@ -544,6 +548,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef Py_ssize_t[::1] ti = np.ascontiguousarray(iu, dtype=np.intp)
     cdef Py_ssize_t[::1] tj = np.ascontiguousarray(ju, dtype=np.intp)
     ntiles = ti.shape[0]
+    # No more threads (and per-thread buffers) than work items.
+    n_threads = <int> min(<Py_ssize_t> n_threads, max(ntiles, 1))
     cdef const floating *Xp = &X[0, 0]
     cdef const floating *Yp = &Y[0, 0]
     cdef const floating *Ytp = &Yt[0, 0]
@@ -568,9 +574,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
 
     # Tiles run in time-bounded batches, each one parallel region, so Ctrl-C
     # is seen between them (fastkern._batches).
+    cdef int nt
     cdef Batches batches = Batches(ntiles, n_threads)
     while batches.next():
-        with nogil, parallel(num_threads=n_threads):
+        nt = batches.threads
+        with nogil, parallel(num_threads=nt):
             tid = omp_get_thread_num()
             tbuf = &bufs[tid, 0, 0]
             tscr = &bufs[tid, 1, 0]

@@ -89,7 +89,7 @@ def row_stats(const floating[:, ::1] G, int n_threads):
         return full, upper, upper_sq
     while batches.next():
         with nogil:
-            _row_stats(&G[0, 0], n, &f[0], &u[0], &q[0], batches.start, batches.stop, n_threads)
+            _row_stats(&G[0, 0], n, &f[0], &u[0], &q[0], batches.start, batches.stop, batches.threads)
     return full, upper, upper_sq
 
 
@@ -116,7 +116,7 @@ def center_upper(floating[:, ::1] K, const double[::1] row_means, double grand_m
     while batches.next():
         with nogil:
             _center_upper(&K[0, 0], n, &row_means[0], grand_mean, batches.start,
-                          batches.stop, n_threads)
+                          batches.stop, batches.threads)
 
 
 def put_lower(floating[:, ::1] buf, const floating[:, ::1] tile, Py_ssize_t r0,
@@ -213,7 +213,7 @@ def mmd_permutations(const floating[:, ::1] G, const unsigned char[:, ::1] label
         with nogil:
             _mmd_groups(&G[0, 0], n, &labels[0, 0], n_perm, &upper_row_sums[0],
                         &U[0, 0] if nk else NULL, nk, &o[0, 0], batches.start,
-                        batches.stop, n_threads)
+                        batches.stop, batches.threads)
     if np.isnan(out).any():
         raise MemoryError("mmd_permutations: out of memory for the per-thread labels")
     return out
@@ -295,7 +295,7 @@ def hsic_permutations(const floating[:, ::1] B, const int[:, ::1] perms,
         with nogil:
             _hsic_perms(&B[0, 0], n, &perms[0, 0], &inverses[0, 0],
                         &U[0, 0] if nk else NULL, &W[0, 0] if nk else NULL, nk,
-                        &o[0, 0], batches.start, batches.stop, n_threads)
+                        &o[0, 0], batches.start, batches.stop, batches.threads)
     return out
 
 
@@ -336,7 +336,7 @@ def hsic_gamma_sumsq(const floating[:, ::1] B, const double[::1] l_means, double
     while batches.next():
         with nogil:
             _hsic_gamma_rows(&B[0, 0], n, &l_means[0], l_mean, &p[0], batches.start,
-                             batches.stop, n_threads)
+                             batches.stop, batches.threads)
     return 2.0 * float(np.sum(partial))
 
 
@@ -366,5 +366,5 @@ def mmd_h_sumsq(const floating[:, ::1] G, Py_ssize_t nx, Py_ssize_t m, int n_thr
         return 0.0
     while batches.next():
         with nogil:
-            _mmd_h_rows(&G[0, 0], n, nx, m, &r[0], batches.start, batches.stop, n_threads)
+            _mmd_h_rows(&G[0, 0], n, nx, m, &r[0], batches.start, batches.stop, batches.threads)
     return 2.0 * float(np.sum(rows))

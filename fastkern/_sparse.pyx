@@ -268,6 +268,8 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef int tid, kd = Xd.shape[1]
     cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
     cdef bint lap = kind == K_LAPLACIAN
+    # No more threads (and per-thread buffers) than work items.
+    n_threads = <int> min(<Py_ssize_t> n_threads, max(nbi * ((m + width - 1) // width), 1))
     cdef double[:, ::1] Gs = np.empty((n_threads, 1 if lap else rows * width))
     dtype = np.float64 if floating is double else np.float32
     # float64 results are mapped in place in the accumulator (the maps allow
@@ -300,9 +302,11 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     # Items in time-bounded batches, each one parallel region, so Ctrl-C is
     # seen between them (fastkern._batches).  dynamic: the work of an item
     # varies (the last columns of a row block, rows of many entries).
+    cdef int nt
     cdef Batches batches = Batches(items.shape[0], n_threads)
     while batches.next():
-        with nogil, parallel(num_threads=n_threads):
+        nt = batches.threads
+        with nogil, parallel(num_threads=nt):
             tid = omp_get_thread_num()
             for t in prange(batches.start, batches.stop, schedule='dynamic'):
                 i0 = items[t, 0]

@@ -1,10 +1,21 @@
-"""Thread limits for the BLAS/LAPACK calls fastkern makes.
+"""fastkern's execution context: how many threads its loops and its BLAS/LAPACK calls use.
 
-OpenMP regions call gemm from every thread, so BLAS must run on one thread
-there (no nested oversubscription); estimators hold BLAS/LAPACK to their
-``n_threads`` so that one parameter bounds all the threads they use.
+One module owns the thread policy:
+
+- ``check_n_threads``: what ``n_threads`` may be, and that None means
+  ``default_n_threads()`` (OpenMP's default, capped by the CPUs this process
+  may use), for fastkern's loops and for the BLAS/LAPACK calls alike;
+- the compiled loops wake their threads only for work worth a parallel
+  region (``fastkern._batches`` measures the first item; ``threads_for``
+  does the same by size for loops that are not batched);
+- ``blas_limit`` / ``limits_blas``: BLAS/LAPACK runs on one thread inside
+  OpenMP regions and for small problems, on ``n_threads`` otherwise, so
+  BLAS's and OpenMP's threads never both run wide at once;
+- fastkern's OpenMP threads sleep when idle instead of spinning (set before
+  the OpenMP runtime loads, below), so they do not take the cores from
+  BLAS, from the other processes of a busy machine or from a grid search's
+  workers.
 """
-import contextlib
 import functools
 import numbers
 import os
@@ -12,6 +23,47 @@ import threading
 
 _controller = None
 _controller_lock = threading.Lock()
+
+# The OpenMP runtime reads its wait policy once, when it loads.  Spinning idle
+# threads make the next parallel region start a few microseconds sooner on an
+# idle machine, but they keep a core busy for up to milliseconds after every
+# region: on a loaded machine, or beside OpenBLAS's own spinning threads, that
+# costs 3-13x (benchmarks/bench_threads.py).  A user's own OMP_WAIT_POLICY,
+# GOMP_SPINCOUNT or KMP_BLOCKTIME wins; the variable is set only while the
+# runtime loads, so fastkern leaves the process's environment as it found it.
+_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def _load_openmp_runtime():
+    user_set = [v for v in _WAIT_VARIABLES if v in os.environ]
+    if user_set:
+        from fastkern import _openmp  # noqa: F401
+        return "as set by " + ", ".join(f"{v}={os.environ[v]}" for v in user_set)
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        from fastkern import _openmp  # noqa: F401
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
+    return "passive (idle threads sleep)"
+
+
+WAIT_POLICY = _load_openmp_runtime()
+
+# More threads than this are refused: thread creation fails (or the process
+# aborts inside the OpenMP runtime) long before such counts, and no machine
+# fastkern runs on has more cores.
+MAX_THREADS = 4096
+
+# Loops that are not batched (fastkern._batches) run on one thread below this
+# many values of work (read or written): a parallel region costs a thread
+# wake-up and a barrier, about what 2^16 values of a memory-bound pass cost.
+SERIAL_VALUES = 1 << 16
+
+# BLAS/LAPACK calls on matrices with fewer rows than this run on one thread:
+# below it a threaded LAPACK call (eigh, potrf, gemm of a few hundred rows)
+# gains little on an idle machine and its spinning workers cost much more
+# on a busy one (benchmarks/bench_threads.py).
+BLAS_SERIAL_ROWS = 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,34 +83,61 @@ def default_n_threads():
         from joblib import cpu_count
 
         n = min(n, cpu_count())
-    return max(1, n)
+    return max(1, min(n, MAX_THREADS))
 
 
-def blas_limit(n_threads):
-    """Context manager limiting BLAS/LAPACK to n_threads (None: leave as is)."""
+def threads_for(n_threads, values):
+    """Threads for one unbatched parallel loop over about `values` values of work."""
+    return n_threads if values >= SERIAL_VALUES else 1
+
+
+def _blas_controller():
     global _controller
-    if n_threads is None:
-        return contextlib.nullcontext()
     with _controller_lock:
         if _controller is None:
             # Built once: inspecting the loaded libraries costs milliseconds.
             from threadpoolctl import ThreadpoolController
 
             _controller = ThreadpoolController()
-    return _controller.limit(limits=n_threads, user_api="blas")
+    return _controller
+
+
+def blas_limit(n_threads):
+    """Context manager holding BLAS/LAPACK to n_threads (None: default_n_threads())."""
+    if n_threads is None:
+        n_threads = default_n_threads()
+    return _blas_controller().limit(limits=n_threads, user_api="blas")
+
+
+def blas_threads(n_threads, n_rows):
+    """BLAS/LAPACK threads for an estimator's work on n_rows samples."""
+    return n_threads if n_rows >= BLAS_SERIAL_ROWS else 1
+
+
+def _rows(args):
+    X = args[0] if args else None
+    shape = getattr(X, "shape", None)
+    if shape:
+        return shape[0]
+    try:
+        return len(X)
+    except TypeError:
+        return 0
 
 
 def limits_blas(method):
-    """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``."""
+    """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``, or to
+    one thread when its data (the first argument) has few rows."""
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
         n_threads = self.n_threads
-        # An invalid n_threads runs unlimited here: the method's parameter
-        # validation rejects it with the estimator's message.
+        # An invalid n_threads runs with the default here: the method's
+        # parameter validation rejects it with the estimator's message.
         valid = (isinstance(n_threads, numbers.Integral)
-                 and not isinstance(n_threads, bool) and n_threads >= 1)
-        with blas_limit(int(n_threads) if valid else None):
+                 and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
+        n_threads = int(n_threads) if valid else default_n_threads()
+        with blas_limit(blas_threads(n_threads, _rows(args))):
             return method(self, *args, **kwargs)
 
     return wrapped

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from fastkern import _openmp
-from fastkern._threads import default_n_threads
+from fastkern._threads import MAX_THREADS, default_n_threads
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
@@ -26,6 +26,8 @@ def check_n_threads(n_threads):
         raise TypeError(f"n_threads must be None or a positive integer, got {n_threads!r}")
     if n_threads < 1:
         raise ValueError(f"n_threads must be None or a positive integer, got {n_threads}")
+    if n_threads > MAX_THREADS:
+        raise ValueError(f"n_threads must be at most {MAX_THREADS}, got {n_threads}")
     if n_threads > 1:
         _warn_if_serial(n_threads)
     return int(n_threads)
@@ -306,10 +308,10 @@ def check_pair_sparse(X, Y):
 
 
 def n_threads_constraint():
-    """``_parameter_constraints`` entry of an estimator's n_threads (None or >= 1)."""
+    """``_parameter_constraints`` entry of an estimator's n_threads (None or 1..MAX_THREADS)."""
     from sklearn.utils._param_validation import Interval
 
-    return [Interval(numbers.Integral, 1, None, closed="left"), None]
+    return [Interval(numbers.Integral, 1, MAX_THREADS, closed="both"), None]
 
 
 def memory_budget_constraint():

@@ -5,6 +5,7 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern import _centering
+from fastkern._threads import threads_for
 from fastkern._validation import check_n_threads, check_square, n_threads_constraint, result_dtype
 from fastkern.pairwise import PackedUpperGram
 
@@ -257,11 +258,12 @@ class CentredGram:
             Vq[:, :p] = V
             Vq[:, p:q] = 1.0
             full = np.empty_like(Vq)
+            threads = threads_for(self.n_threads, n * n)
             if self.upper:
-                acc = np.empty((self.n_threads,) + Vq.shape)
-                _centering.gram_matmat_packed(K.data, K.row_start, Vq, full, acc, self.n_threads)
+                acc = np.empty((threads,) + Vq.shape)
+                _centering.gram_matmat_packed(K.data, K.row_start, Vq, full, acc, threads)
             else:
-                _centering.gram_matmat(K, Vq, full, self.n_threads)
+                _centering.gram_matmat(K, Vq, full, threads)
             if q > p:
                 self.row_means = self.col_means = full[:, p] / n
                 self.grand_mean = float(np.mean(self.col_means))

@@ -151,7 +151,7 @@ def test_centering_stops_on_ctrl_c():
 def test_batches_cover_the_range_in_order():
     b = _batches.Batches(1000, 3)
     ranges = list(b.ranges())
-    assert ranges[0] == (0, 3)
+    assert ranges[0] == (0, 1)
     assert [r[0] for r in ranges[1:]] == [r[1] for r in ranges[:-1]]
     assert ranges[-1][1] == 1000
     assert list(_batches.Batches(0, 2).ranges()) == []
@@ -171,9 +171,39 @@ def test_batches_shrink_to_the_target():
 def test_batches_grow_at_most_twofold():
     b = _batches.Batches(10**9, 2)
     sizes = [stop - start for _, (start, stop) in zip(range(8), b.ranges())]
-    assert sizes[0] == 2
-    assert all(s1 <= 2 * s0 for s0, s1 in zip(sizes, sizes[1:]))
-    assert sizes[-1] > sizes[0]
+    assert sizes[0] == 1
+    assert all(s1 <= max(2, 2 * s0) for s0, s1 in zip(sizes, sizes[1:]))
+    assert sizes[-1] > sizes[1] >= 2
+
+
+def test_small_work_stays_on_one_thread():
+    """The first item on one thread; the rest too when it is cheaper than waking threads."""
+    b = _batches.Batches(1000, 4)
+    b.serial_below = 10.0   # the loop's own overhead must count as small work
+    ranges, threads = [], []
+    for r in b.ranges():
+        ranges.append(r)
+        threads.append(b.threads)
+    # 999 items of (next to) no work: one serial batch holds them all.
+    assert ranges == [(0, 1), (1, 1000)] and threads == [1, 1]
+
+
+def test_large_work_goes_parallel():
+    b = _batches.Batches(1000, 4)
+    b.serial_below = 1e-3
+    threads = []
+    for start, stop in b.ranges():
+        threads.append(b.threads)
+        time.sleep(0.002)   # 2 ms per batch: the rest would take far more than SERIAL_BELOW
+        if len(threads) == 3:
+            break
+    assert threads == [1, 4, 4]
+
+
+def test_learned_first_batch_starts_parallel():
+    b = _batches.Batches(1000, 4, 64)
+    next(b.ranges())
+    assert b.threads == 4
 
 
 def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
