@@ -124,17 +124,20 @@ def plot_against_n(best, threads, field, ylabel, path, title):
     import matplotlib.ticker
 
     series = _series(best, threads, field)
-    tasks = [t for t in TASK_TITLES if t in series]
+    # Log axes: values of 0 (no measurable memory rise) cannot be drawn.
+    for task in series:
+        for impl in list(series[task]):
+            series[task][impl] = [(n, v) for n, v in series[task][impl] if v > 0]
+            if not series[task][impl]:
+                del series[task][impl]
+    tasks = [t for t in TASK_TITLES if series.get(t)]
     if not tasks:
         return False
     fig, axes = _axes_grid(plt, len(tasks))
     for ax, task in zip(axes, tasks):
         sizes = sorted({n for pts in series[task].values() for n, _ in pts})
         for impl in sorted(series[task], key=lambda i: ORDER.index(i) if i in ORDER else 99):
-            pts = [(n, v) for n, v in series[task][impl] if v > 0]
-            if not pts:
-                continue
-            ns, vs = zip(*pts)
+            ns, vs = zip(*series[task][impl])
             ax.plot(ns, vs, marker=MARKERS.get(impl, "o"), label=IMPL_TITLES.get(impl, impl),
                     linewidth=2.2 if impl == "fastkern" else 1.2)
         ax.set_xscale("log")
