@@ -100,12 +100,15 @@ html_static_path = ["_static"]
 html_css_files = ["fastkern.css"]
 html_theme_options = {
     "navbar_align": "left",
+    "header_links_before_dropdown": 8,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
-html_sidebars = {"index": [], "kernlab": [], "whats_new": []}
+# Pages without sub-pages: no empty navigation column.
+html_sidebars = {page: [] for page in ("index", "getting_started", "kernlab", "api",
+                                       "benchmarks", "whats_new")}
 html_show_sourcelink = False
 
 

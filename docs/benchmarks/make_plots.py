@@ -24,6 +24,10 @@ IMPL_TITLES = {"naive": "naive Python loop", "numpy": "vectorised NumPy",
 MARKERS = {"naive": "x", "numpy": "s", "sklearn": "o", "fastkern": "D", "numba": "^",
            "numexpr": "v", "pykeops": "P"}
 ORDER = list(IMPL_TITLES)
+# One colour per implementation in every plot, whichever series a plot lacks.
+COLORS = {"naive": "tab:gray", "numpy": "tab:orange", "sklearn": "tab:green",
+          "fastkern": "tab:red", "numba": "tab:purple", "numexpr": "tab:brown",
+          "pykeops": "tab:blue"}
 
 
 def load(data_dir):
@@ -115,7 +119,7 @@ def _series(best, threads, field):
     return out
 
 
-def plot_against_n(best, threads, field, ylabel, path, title):
+def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
     """Log-log plot of `field` against N, a panel per task, a line per implementation."""
     import matplotlib
 
@@ -138,7 +142,8 @@ def plot_against_n(best, threads, field, ylabel, path, title):
         sizes = sorted({n for pts in series[task].values() for n, _ in pts})
         for impl in sorted(series[task], key=lambda i: ORDER.index(i) if i in ORDER else 99):
             ns, vs = zip(*series[task][impl])
-            ax.plot(ns, vs, marker=MARKERS.get(impl, "o"), label=IMPL_TITLES.get(impl, impl),
+            ax.plot(ns, [v / scale for v in vs], marker=MARKERS.get(impl, "o"),
+                    color=COLORS.get(impl), label=IMPL_TITLES.get(impl, impl),
                     linewidth=2.2 if impl == "fastkern" else 1.2)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -262,8 +267,7 @@ def build(data_dir, out_dir):
         name = f"time_vs_n_{h}.png"
         if plot_against_n(best, threads, "time_s", "time (s)", out_dir / name,
                           f"time against N, d={d}, {threads} threads"):
-            lines += [f"Each implementation at {threads} threads, d = {d}; time is the "
-                      "fastest call after a first, untimed one.", ""]
+            lines += [f"Each implementation at {threads} threads, d = {d}.", ""]
             lines += _figure(name, "time against N for each implementation")
             lines += table(best, threads)
         else:
@@ -276,15 +280,15 @@ def build(data_dir, out_dir):
             lines += _figure(name, "speed-up against the number of threads")
         else:
             lines += ["No thread-scaling results are saved for this machine (runs of "
-                      "``fastkern bench --threads T`` for several T; see *Reproducing* "
-                      "below).", ""]
+                      "``fastkern bench --threads T`` for several T; see `Reproducing`_).", ""]
         lines += ["Memory", "^" * 6, ""]
         name = f"memory_{h}.png"
-        if plot_against_n(best, threads, "peak_bytes", "peak memory (bytes)", out_dir / name,
-                          "peak memory during one call"):
+        if plot_against_n(best, threads, "peak_bytes", "peak memory (MiB)", out_dir / name,
+                          "peak memory during one call", scale=2 ** 20):
             lines += ["The rise of the process's peak resident memory during one call, "
                       "in a fresh process per measurement.  An N x N float64 Gram takes "
-                      "8 N² bytes (512 MB at N = 8000).", ""]
+                      "8 N² bytes (488 MiB at N = 8000).  A rise of 0 cannot be "
+                      "drawn on these log axes; the table above has every value.", ""]
             lines += _figure(name, "peak memory against N for each implementation")
         else:
             lines += ["No memory results are saved for this machine.", ""]

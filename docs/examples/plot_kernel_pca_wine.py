@@ -3,10 +3,9 @@ Kernel PCA of the wine data
 ===========================
 
 Kernel PCA with an RBF kernel on the 13 z-scored measurements of the UCI wine
-data (178 wines from three cultivars).  The first two kernel principal
-components already separate the cultivars, which linear PCA does less well.
-fastkern's :class:`~fastkern.KernelPCA` gives scikit-learn's eigenvalues and
-projections.
+data (178 wines from three cultivars), next to linear PCA.  Neither method
+sees the cultivars, yet both group them.  fastkern's
+:class:`~fastkern.KernelPCA` gives scikit-learn's eigenvalues and projections.
 """
 
 import matplotlib.pyplot as plt
