@@ -48,8 +48,9 @@ def test_readme_has_no_dated_measurements():
     assert not re.search(r"\b20\d\d-\d\d-\d\d\b", _text())
 
 
-def test_readme_has_one_example():
-    assert len(_blocks()) == 1
+@pytest.mark.parametrize("index", range(len(_blocks())), ids=lambda i: f"example-{i}")
+def test_readme_example_runs(index, tmp_path, monkeypatch):
+    _run(_blocks()[index], tmp_path, monkeypatch)
 
 
 def test_readme_example_prints_what_it_says(tmp_path, monkeypatch, capsys):
@@ -57,7 +58,7 @@ def test_readme_example_prints_what_it_says(tmp_path, monkeypatch, capsys):
     from sklearn.metrics.pairwise import rbf_kernel
     from sklearn.preprocessing import KernelCenterer
 
-    code = _blocks()[0]
+    code = _blocks()[0]             # the first example, "A first example"
     ns = _run(code, tmp_path, monkeypatch)
     # "[25.2886 15.9759]" in the comment: the printed eigenvalues, to 4 decimals.
     claimed = [float(v) for v in re.search(r"# \[([\d. ]+)\]", code).group(1).split()]
