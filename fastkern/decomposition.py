@@ -63,10 +63,8 @@ def krylov_block_size(k):
 
 # Blocks in the "block_krylov" basis before a thick restart.  The basis of an
 # explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
-# their products are 4% of K), and a restart discards Krylov information: for
-# 5 components with 8-column blocks, 14 blocks took 0.286 s against 6's
-# 0.373 s at gamma=1/16 and 0.577 s against 0.803 s at gamma=1/2 (side by
-# side); 20 and 14 were within noise of each other.
+# their products are 4% of K), and a restart discards Krylov information, so
+# a long basis saves products (docs/developer/performance_history.rst).
 _KRYLOV_MAX_BLOCKS = 20
 
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
@@ -467,9 +465,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             # The block Krylov solver's product can read the upper triangle
             # alone, packed (fastkern.pairwise.PackedUpperGram): the tiles
             # below the diagonal are never computed, each product reads half
-            # of K, and K takes half the memory (N=8000, RBF, 5 components:
-            # fit_transform 0.268 s against 0.281 s, best of 8 side by side,
-            # for the triangle in a full matrix).
+            # of K, and K takes half the memory and half the page faults.
             K = (self._kernel_spec(X, gamma=self.gamma_).upper_gram(X)
                  if solver == "block_krylov" else None)
             if K is None:

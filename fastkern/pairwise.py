@@ -66,23 +66,19 @@ _DISTANCE_KINDS = (_RBF, _LAPLACIAN_L2, _BESSEL)
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
 MAX_BESSEL_ORDER = 100.0
 
-# The Euclidean kernels' paths by the number of features d, measured on the
-# 2-core dev machine (RBF, N = 8000, 2 threads, best of 4).  The fused distance
-# loop subtracts coordinates (exact whatever the offset) and wins for narrow
-# data: float64 below DOT_MIN_FEATURES (upper-triangle Gram, d = 8: 20.1 ms
-# against the tiles' 21.9), float32 up to DIRECT_MAX_FEATURES (its vectors hold
-# twice the values).  Above, inner products of centred rows: on fastkern's
-# register tiles up to DOT_MAX_FEATURES (d = 16: 25.8 ms against 27.6 for the
-# distance loop; d = 24: 30.1 against 35.1), by dgemm beyond (d = 96, full
-# Gram: 78.5 ms against the tiles' 85.7).
+# The Euclidean kernels' paths by the number of features d (tile_path).  The
+# fused distance loop subtracts coordinates (exact whatever the offset) and is
+# the fastest for narrow data: float64 below DOT_MIN_FEATURES, float32 up to
+# DIRECT_MAX_FEATURES (its vectors hold twice the values).  Above, inner
+# products of centred rows: on fastkern's register tiles up to
+# DOT_MAX_FEATURES, by dgemm beyond.  The crossovers
+# come from side-by-side timings (docs/developer/performance_history.rst).
 DIRECT_MAX_FEATURES = 32
 DOT_MIN_FEATURES = 12
 DOT_MAX_FEATURES = 64
 # The dot tiles first centre and transpose the rows of both inputs, which
-# costs about what a 256-row block of the Gram does: a 128 x 5872 block took
-# 1.24 ms on them against 0.77 ms in the distance loop, 256 x 5872 the same,
-# 512 x 5872 2.44 ms against 2.77 (Zen 5 host, best of 14).  Smaller calls,
-# such as KernelRidge's panels of 128 rows, keep the other paths.
+# costs about what a 256-row block of the Gram does: smaller calls, such as
+# KernelRidge's panels of 128 rows, are faster on the other paths.
 DOT_MIN_ROWS = 512
 
 

@@ -1,10 +1,10 @@
-"""The package's layers, as README's "Architecture" section draws them.
+"""The package's layers, as docs/developer/architecture.rst draws them.
 
 Each module may import only from the layers below its own (a function-level
 import counts: a lazy import is still a dependency).  So there are no import
 cycles, the compiled loops know nothing of estimators, and the estimators
 reach kernels only through the kernel specification.  A new module must be
-placed in a layer here and in README, or this test fails.
+placed in a layer here and in that page's picture, or this test fails.
 """
 import ast
 import pathlib
@@ -15,7 +15,7 @@ import pytest
 import fastkern
 
 PACKAGE = pathlib.Path(fastkern.__file__).parent
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ARCHITECTURE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "developer" / "architecture.rst"
 
 #: Bottom to top.  Modules of one layer do not import each other.
 LAYERS = [
@@ -100,16 +100,42 @@ def test_the_check_itself_sees_lazy_imports(tmp_path):
     assert _imports(source) == {"cli", "_gram"}
 
 
-def test_readme_draws_every_layer():
-    text = README.read_text()
-    match = re.search(r"\n## Architecture\n(.*?)(?=\n## |\Z)", text, re.S)
-    assert match, "README has no '## Architecture' section"
-    section = match.group(1)
+def _picture():
+    """{layer title: the words of its lines} from the page's literal block between its
+    layers-begin and layers-end markers; a line starting with spaces continues the
+    layer above it."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    match = re.search(r"\n\.\. layers-begin\n(.*?)\n\.\. layers-end\n", text, re.S)
+    assert match, f"{ARCHITECTURE.name} has no layers-begin/layers-end markers"
+    lines = [line[3:] for line in match.group(1).splitlines() if line.startswith("   ")]
+    titles = {title for title, _ in LAYERS}
+    picture, current = {}, None
+    for line in lines:
+        if not line.strip() or set(line.strip()) == {"-"}:
+            continue
+        if line.startswith(" "):
+            assert current is not None, f"continuation line before any layer: {line!r}"
+            picture[current] += " " + line
+            continue
+        current = next((t for t in titles if line.startswith(t + "  ")), None)
+        assert current is not None, f"the picture's line {line!r} starts with no layer name"
+        picture[current] = line[len(current):]
+    return picture
+
+
+def test_the_picture_draws_every_layer_and_module_in_its_place():
+    picture = _picture()
+    assert list(picture) == [title for title, _ in reversed(LAYERS)], \
+        "the picture's layers, top to bottom, are not LAYERS reversed"
     for title, modules in LAYERS:
-        assert title in section, f"README's Architecture section does not name {title!r}"
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", picture[title]))
         for module in modules:
-            if module not in ("__main__", "_version"):
-                assert module.lstrip("_") in section, f"README does not place {module}"
+            assert module in words, f"the picture does not place {module} in {title!r}"
+    placed = {m: t for t, ms in LAYERS for m in ms}
+    for title, line in picture.items():
+        for word in re.findall(r"(?<![\w`])_?[a-z][a-z0-9_]*", line.split("(")[0]):
+            if word in placed:
+                assert placed[word] == title, f"the picture places {word} in {title!r}"
 
 
 @pytest.mark.parametrize("module", ["_testing", "_bench"])
