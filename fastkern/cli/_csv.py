@@ -6,8 +6,13 @@ Whether the first row names the columns is decided, unless --header or
 column name given on the command line (e.g. the --label-column name), or no
 number at all, or is the integers 0, 1, 2, ... or 1, 2, 3, ... (at least
 three: how pandas writes a frame without names); data when a cell repeats;
-otherwise ``csv.Sniffer.has_header`` votes column by column (a header cell
-whose type or length differs from the column's below it votes for a header).
+otherwise each column votes, a header cell counting as a name when it is
+text above numbers, an integer above decimals, one of consecutive integers
+(three, or two next to a text cell: 2019,2020,label), or a new value above a
+column of repeating classes, and as data when it is a number like those below it or
+a value found in its column; more name votes make a header.  (Python's
+csv.Sniffer.has_header takes a year above decimals for data, and a name as
+long as the classes below it for data.)
 
 Columns are chosen by name (with a header) or 0-based index.  A missing
 value (an empty cell, NA, N/A, NaN, null, None or ?) is an error unless
@@ -15,7 +20,6 @@ value (an empty cell, NA, N/A, NaN, null, None or ?) is an error unless
 the line and the column and says how to leave the column out.
 """
 import csv
-import io
 import re
 
 import numpy as np
@@ -41,32 +45,47 @@ def _is_number(cell):
     return True
 
 
+def _kind(cell):
+    """"int", "float" or None (not a number)."""
+    if not _is_number(cell):
+        return None
+    return "int" if _INTEGER.fullmatch(cell) else "float"
+
+
 def looks_like_header(first, rows, given=()):
     """Whether the first row names the columns (see the module docstring).
 
-    first: the first row's cells; rows: the rows below it; given: column
-    names from the command line.
+    first: the first row's cells; rows: the rows below it (the first 50 are
+    looked at); given: column names from the command line.
     """
     if any(name in first for name in given if not _INTEGER.fullmatch(name)):
         return True
-    numbers = [c for c in first if _is_number(c)]
-    if not numbers:
+    kinds = [_kind(c) for c in first]
+    if all(k is None for k in kinds):
         return True
     if len(set(first)) < len(first):
         return False
-    if len(first) >= 3 and all(_INTEGER.fullmatch(c) for c in first):
-        values = [int(c) for c in first]
-        if values in (list(range(len(first))), list(range(1, len(first) + 1))):
-            return True
-    if not rows:
-        return False
-    sample = io.StringIO()
-    csv.writer(sample, lineterminator="\n").writerows([first] + rows[:20])
-    try:
-        return csv.Sniffer().has_header(sample.getvalue())
-    except csv.Error:
-        return False
-
+    # Consecutive integers name columns (2019,2020 or 0,1,2, as spreadsheets
+    # and pandas do): three of them, or two next to a text cell (a data row
+    # like 1,2 is too common).
+    ints = [int(c) for c, k in zip(first, kinds) if k == "int"]
+    numbered = (all(b == a + 1 for a, b in zip(ints, ints[1:]))
+                and (len(ints) >= 3 or (len(ints) == 2 and None in kinds)))
+    if numbered and len(ints) == len(first) and ints[0] in (0, 1):
+        return True
+    votes = 0
+    for j, cell in enumerate(first):
+        column = [row[j] for row in rows[:50]]
+        below = {_kind(c) for c in column}
+        if None not in below:
+            # A name above numbers, or an integer (a year) above decimals.
+            name = kinds[j] is None or (kinds[j] == "int" and ("float" in below or numbered))
+            votes += 1 if name else -1
+        elif cell in column:
+            votes -= 1
+        elif len(set(column)) < len(column):
+            votes += 1  # a new value above a column of repeating classes
+    return votes > 0
 
 def _dialect(path, text):
     """csv.Sniffer's dialect for the file's start; the comma when it cannot tell."""

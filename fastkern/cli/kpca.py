@@ -28,10 +28,13 @@ when a column looks like a row id (leave it out with --drop-columns).
 
 A header row is optional and detected: the first row is a header when it
 holds the --label-column or a --drop-columns name, has no number at all, or
-is 0,1,2,... or 1,2,3,...; otherwise Python's csv.Sniffer.has_header decides
-(a first-row cell whose type differs from the column below it counts for a
-header). A first row with numbers in it that is taken as a header is
-reported. --header or --no-header overrides the detection.
+is 0,1,2,... or 1,2,3,...; otherwise its cells vote, a cell counting as a
+name when it is text above numbers, an integer above decimals (a year), one
+of consecutive integers (2019,2020,label), or a new value above a column of
+repeating classes, and as data when it is a
+number like those below it or a value found in its column. More name votes
+make it a header; a tie or a repeated cell makes it data. A first row with
+numbers in it that is taken as a header is reported. --header or --no-header overrides the detection.
 
 A missing value (empty, NA, N/A, NaN, null, None, ?) is an error; with
 --drop-missing its row is left out and the count is reported.
@@ -246,6 +249,8 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
     kpca = KernelPCA(n_components=args.components, kernel=args.kernel, gamma=gamma,
                      eigen_solver=args.solver, n_threads=args.threads, verbose=args.verbose,
                      random_state=args.seed, **_common.kernel_kwargs(args))
+    say(f"fitting: kernel {args.kernel}, solver {args.solver}, {args.components} "
+        f"component(s), seed {args.seed}")
     t0 = time.perf_counter()
     # stdout may be the projection CSV: whatever a solver prints goes to stderr.
     with contextlib.redirect_stdout(sys.stderr):
@@ -253,8 +258,7 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
     gamma = getattr(kpca, "gamma_", gamma)
     solver = getattr(kpca, "_fit_solver", args.solver)
     kernel = f"{args.kernel}, {_common.gamma_text(gamma, args.gamma)}"
-    say(f"fit done in {time.perf_counter() - t0:.2f} s ({kernel}, solver {solver}, "
-        f"{args.components} component(s), seed {args.seed})")
+    say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {solver})")
     _write_projection(Z, labels, args, csv_out)
 
     if args.scale:
