@@ -13,9 +13,11 @@ MAX_LEGEND_ENTRIES = 12
 
 
 def have_matplotlib():
-    import importlib.util
-
-    return importlib.util.find_spec("matplotlib") is not None
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _matplotlib(option):

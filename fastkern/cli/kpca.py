@@ -254,7 +254,14 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
     t0 = time.perf_counter()
     # stdout may be the projection CSV: whatever a solver prints goes to stderr.
     with contextlib.redirect_stdout(sys.stderr):
-        Z = kpca.fit_transform(X)
+        try:
+            Z = kpca.fit_transform(X)
+        except ValueError as exc:
+            if args.scale and "negative" in str(exc):
+                raise CLIError(f"{exc} (the {args.kernel} kernel takes non-negative values; "
+                               "standardised columns have negative ones: use --no-scale)") \
+                    from None
+            raise
     gamma = getattr(kpca, "gamma_", gamma)
     solver = getattr(kpca, "_fit_solver", args.solver)
     kernel = f"{args.kernel}, {_common.gamma_text(gamma, args.gamma)}"
