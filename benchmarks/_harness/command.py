@@ -4,7 +4,10 @@ Both print to stdout and write the --json/--plot outputs that the command
 line reserved; a failed measurement raises MeasurementError, which the
 command line reports as one line.
 """
+import contextlib
 import sys
+
+from threadpoolctl import threadpool_limits
 
 from _harness import measuring, methods, report, suite, tasks
 
@@ -48,10 +51,6 @@ def run_methods(n_threads, quick):
 
     def progress(name):
         print(f"[fastkern bench] {name} ...", file=sys.stderr, flush=True)
-
-    from threadpoolctl import threadpool_limits
-
-    import contextlib
 
     openmp = (contextlib.nullcontext() if n_threads is None
               else threadpool_limits(limits=n_threads, user_api="openmp"))

@@ -87,7 +87,7 @@ def looks_like_header(first, rows, given=()):
             votes += 1  # a new value above a column of repeating classes
     return votes > 0
 
-def _dialect(path, text):
+def _dialect(text):
     """csv.Sniffer's dialect for the file's start; the comma when it cannot tell."""
     lines = text.splitlines()
     if len(lines) > 1 and not text.endswith(("\n", "\r")):
@@ -224,7 +224,7 @@ def read_table(path, header=None, given=()):
         # the first cell, which would otherwise make it neither a number nor
         # the column's name.
         with open(path, newline="", encoding="utf-8-sig") as f:
-            dialect = _dialect(path, f.read(_SNIFF_BYTES))
+            dialect = _dialect(f.read(_SNIFF_BYTES))
             f.seek(0)
             reader = csv.reader(f, dialect)
             rows = [(reader.line_num, [c.strip() for c in row])
