@@ -287,3 +287,16 @@ def test_without_matplotlib(tmp_path, measured):
     assert plot.returncode == 2 and plot.stdout == ""
     assert plot.stderr.strip().splitlines() == [
         'fastkern kpca: error: --plot needs matplotlib: pip install "fastkern[plot]"']
+
+
+def test_ctrl_c_while_the_command_starts(tmp_path, monkeypatch):
+    """Ctrl-C while the parser and the commands' modules load: one line naming the
+    command and status 130, no traceback."""
+    from fastkern import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    proc = fastkern("kpca", "--threads", "2", "d.csv", cwd=tmp_path)
+    assert proc.returncode == 130
+    assert proc.stderr == "fastkern kpca: interrupted\n"
