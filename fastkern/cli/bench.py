@@ -26,21 +26,21 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 
 DESCRIPTION = f"""\
 Time fastkern against scikit-learn on the same data, side by side in this
-process: the RBF Gram (d={N_FEATURES}), the double centering of that Gram,
-KernelPCA ({N_COMPONENTS} components, scikit-learn's arpack) and KernelRidge
-(alpha={RIDGE_ALPHA}) at each size (default: {','.join(map(str, SIZES))}; --quick:
-{','.join(map(str, QUICK_SIZES))}). Calls alternate between the two libraries
-round by round and the fastest of --rounds is shown, with the speed-up and
-the largest difference between the two results.
+process: the RBF Gram (d={N_FEATURES}), the double centering of that Gram, KernelPCA
+({N_COMPONENTS} components; scikit-learn's with arpack) and KernelRidge (alpha={RIDGE_ALPHA:g}),
+at {','.join(map(str, SIZES))} rows (--quick: {','.join(map(str, QUICK_SIZES))} rows, one round). Calls alternate between
+the two libraries round by round; the fastest of --rounds is shown, with the
+speed-up and the largest difference between the two results.
 
 This quick comparison is all the installed package has. From a source
 checkout (the benchmarks/ folder next to fastkern/), --full runs the full
 harness: a naive Python loop and vectorised NumPy as well, peak memory of
 each call in a fresh process, and numba, numexpr and pykeops where installed
-(pip install "fastkern[bench]"), with --json and --plot ({PLOT_EXTRA});
---methods compares kernel CCA, the MMD/HSIC tests, chi2, string and graph
-kernels against cca-zoo, hyppo, scikit-learn and grakel. The pytest-benchmark
-suite is `pytest benchmarks/ --benchmark-only`."""
+(pip install "fastkern[bench]"), with --json and --plot (the plot needs
+pip install "fastkern[plot]"); --methods compares kernel CCA, the MMD/HSIC
+tests, chi2, string and graph kernels against cca-zoo, hyppo, scikit-learn
+and grakel. The pytest-benchmark suite is
+`pytest benchmarks/ --benchmark-only`."""
 
 
 def _size_list(text):
