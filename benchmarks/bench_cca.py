@@ -11,9 +11,9 @@ FASTKERN_BENCH_QUICK=1 runs tiny sizes.
 import numpy as np
 import pytest
 
-from fastkern import KernelCCA, _bench
+from fastkern import KernelCCA
 
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N = _harness.scaled(1500)
 N_LARGE = _harness.scaled(50000)
@@ -56,7 +56,7 @@ def test_kcca_vs_cca_zoo(benchmark, ratios):
     small = views(30)
     _ours(30).fit(*small)
     cca_zoo.KCCA(n_components=2, kernel="rbf").fit(list(small))  # imports, out of the timing
-    t = ratios.get("cca_zoo", lambda: _bench.side_by_side(
+    t = ratios.get("cca_zoo", lambda: _harness.side_by_side(
         {"cca-zoo": theirs, "fastkern": lambda: _ours(N).fit(X, Y)}, rounds=ROUNDS))
     benchmark.extra_info.update(fastkern_seconds=t["fastkern"], cca_zoo_seconds=t["cca-zoo"],
                                 ratio=t["cca-zoo"] / t["fastkern"],
@@ -85,7 +85,7 @@ def test_kcca_low_rank(benchmark):
 
     benchmark.pedantic(fit, rounds=1, iterations=1, warmup_rounds=0)
     benchmark.extra_info.update(seconds=measured["seconds"], peak_mem_bytes=measured["peak"],
-                                memory_method=_bench.memory_method(),
+                                memory_method=_harness.memory_method(),
                                 factors_bytes=2 * N_LARGE * RANK * 8)
     fitted = measured["model"]
     assert fitted.x_rank_ <= RANK and fitted.y_rank_ <= RANK

@@ -14,9 +14,7 @@ import time
 import numpy as np
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N = _harness.scaled(100000)
 RANK = _harness.scaled(500)
@@ -30,7 +28,7 @@ def _factor(X, n_threads=None):
 
 def test_incomplete_cholesky_rank_500(benchmark, benchmark_only):
     benchmark.group = f"target: incomplete_cholesky N={N} d={D} RBF rank {RANK}"
-    X, _ = _bench.make_data(N, D)
+    X, _ = _harness.make_data(N, D)
     measured = {}
 
     def fit():
@@ -49,7 +47,7 @@ def test_incomplete_cholesky_rank_500(benchmark, benchmark_only):
     g_bytes = N * RANK * 8
     benchmark.extra_info.update(
         seconds=measured["seconds"], peak_mem_bytes=measured["peak"], g_bytes=g_bytes,
-        memory_method=_bench.memory_method(),
+        memory_method=_harness.memory_method(),
         seconds_1_thread=threads[1], seconds_2_threads=threads[2],
         ratio_1_over_2_threads=threads[1] / threads[2],
         final_residual_trace=float(res.residual_trace[-1]),

@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 from fastkern._testing import time_to_interrupt
 from fastkern.large_n import KernelOperator
 
@@ -48,7 +46,7 @@ def _run(benchmark, benchmark_only, name, fn, *, assert_target=True):
 
 def test_interrupt_rbf_gram_into_out(benchmark, benchmark_only):
     n = _harness.scaled(30000)
-    X = _bench.make_data(n, 16)[0]
+    X = _harness.make_data(n, 16)[0]
     out = np.zeros((n, n))
     _run(benchmark, benchmark_only, f"RBF Gram N={n} d=16, out=",
          lambda: fastkern.rbf_kernel(X, out=out))
@@ -56,14 +54,14 @@ def test_interrupt_rbf_gram_into_out(benchmark, benchmark_only):
 
 def test_interrupt_rbf_gram_new_array(benchmark, benchmark_only):
     n = _harness.scaled(20000)
-    X = _bench.make_data(n, 256)[0]
+    X = _harness.make_data(n, 256)[0]
     _run(benchmark, benchmark_only, f"RBF Gram N={n} d=256, new array",
          lambda: fastkern.rbf_kernel(X), assert_target=False)
 
 
 def test_interrupt_wide_laplacian(benchmark, benchmark_only):
     n = _harness.scaled(3000)
-    X = _bench.make_data(n, 8192)[0]
+    X = _harness.make_data(n, 8192)[0]
     out = np.zeros((n, n))
     _run(benchmark, benchmark_only, f"Laplacian Gram N={n} d=8192, out=",
          lambda: fastkern.laplacian_kernel(X, gamma=1e-4, out=out))
@@ -82,7 +80,7 @@ def test_interrupt_centering(benchmark, benchmark_only):
 
 def test_interrupt_matrix_free(benchmark, benchmark_only):
     n = _harness.scaled(200000)
-    op = KernelOperator(_bench.make_data(n, 16)[0], kernel="rbf", gamma=1 / 16)
+    op = KernelOperator(_harness.make_data(n, 16)[0], kernel="rbf", gamma=1 / 16)
     V = np.ones((n, 8))
     _run(benchmark, benchmark_only, f"matrix-free K @ V N={n} d=16, 8 columns",
          lambda: op.matmat(V))

@@ -17,9 +17,7 @@ import numpy as np
 import pytest
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 hyppo = pytest.importorskip("hyppo")
 
@@ -61,7 +59,7 @@ def test_permutation_test_vs_hyppo(benchmark, benchmark_only, test):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # hyppo warns about reps < 1000
         theirs()  # numba compiles on the first call
-        times = _bench.side_by_side({"hyppo": theirs, "fastkern": lambda: ours(1),
+        times = _harness.side_by_side({"hyppo": theirs, "fastkern": lambda: ours(1),
                                      "fastkern_all_cores": lambda: ours(None)},
                                     rounds=2 if _harness.bench_scale() < 1 else 1)
     ratio = times["hyppo"] / times["fastkern"]

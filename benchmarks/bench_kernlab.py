@@ -15,9 +15,7 @@ import numpy as np
 import pytest
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 from fastkern._testing import have_kernlab
 from fastkern.structured import stringdot
 
@@ -42,7 +40,7 @@ def _kernlab_seconds(tmp_path, setup, call):
 
 def _fastkern_seconds(fn):
     fn()  # imports and thread pools out of the timing
-    return _bench.side_by_side({"fastkern": fn}, rounds=ROUNDS)["fastkern"]
+    return _harness.side_by_side({"fastkern": fn}, rounds=ROUNDS)["fastkern"]
 
 
 def _compare(benchmark, tmp_path, name, setup, call, ours):

@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 # (N, seconds, peak bytes): the targets of the matrix-free fit.
 LARGE_TARGETS = [(_harness.scaled(40000), 600, 1.5e9), (_harness.scaled(200000), 900, 2e9)]
@@ -24,7 +22,7 @@ LANDMARKS = sorted({_harness.scaled(m) for m in (100, 300, 1000, 2000)} - {N_NYS
 @pytest.mark.parametrize("n, seconds, peak", LARGE_TARGETS, ids=["40k", "200k"])
 def test_matrix_free_kernel_pca(benchmark, benchmark_only, n, seconds, peak):
     benchmark.group = f"target: matrix-free KernelPCA N={n} d=16 RBF 5 components"
-    X, _ = _bench.make_data(n, 16)
+    X, _ = _harness.make_data(n, 16)
     est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="matrix-free")
     measured = {}
 
@@ -34,7 +32,7 @@ def test_matrix_free_kernel_pca(benchmark, benchmark_only, n, seconds, peak):
     benchmark.pedantic(fit, rounds=1, iterations=1, warmup_rounds=0)
     benchmark.extra_info.update(
         seconds=measured["seconds"], peak_mem_bytes=measured["peak"],
-        memory_method=_bench.memory_method(), dense_gram_bytes=8 * n * n,
+        memory_method=_harness.memory_method(), dense_gram_bytes=8 * n * n,
         targets=f"< {seconds} s, peak < {peak / 1e9:g} GB")
     assert est.eigenvalues_.shape == (5,) and np.all(np.diff(est.eigenvalues_) <= 0)
     if benchmark_only and _harness.bench_scale() == 1:
@@ -44,7 +42,7 @@ def test_matrix_free_kernel_pca(benchmark, benchmark_only, n, seconds, peak):
 
 @pytest.fixture(scope="module")
 def exact_small():
-    X, _ = _bench.make_data(N_NYSTROM, 16)
+    X, _ = _harness.make_data(N_NYSTROM, 16)
     est = fastkern.KernelPCA(n_components=5, kernel="rbf", eigen_solver="matrix-free").fit(X)
     return X, est.eigenvalues_
 

@@ -3,7 +3,7 @@
 * chi2 Gram, N = 4000, d = 16, non-negative data: fastkern's native
   ``chi2_kernel`` against scikit-learn's (a serial Cython loop), the ratio
   measured side by side (calls interleaved, fastest of each;
-  ``_bench.side_by_side``) and recorded in extra_info.  No target is asserted.
+  ``_harness.side_by_side``) and recorded in extra_info.  No target is asserted.
 * Throughput of each new kernel's symmetric Gram at the same size, as
   millions of kernel values per second (recorded in extra_info).
 
@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N = _harness.scaled(4000)
 D = 16
@@ -46,7 +44,7 @@ def _chi2_ratio():
 
     X = _data()
     fastkern.chi2_kernel(X[:50]), chi2_kernel(X[:50])
-    t = _bench.side_by_side({"sklearn": lambda: chi2_kernel(X, gamma=0.5),
+    t = _harness.side_by_side({"sklearn": lambda: chi2_kernel(X, gamma=0.5),
                              "fastkern": lambda: fastkern.chi2_kernel(X, gamma=0.5)},
                             rounds=ROUNDS)
     return t["sklearn"] / t["fastkern"], t
@@ -81,7 +79,7 @@ def test_kernel_throughput(benchmark, run, name):
     X = _data()
     fn = KERNELS[name]
     fn(X[:50])
-    t = _bench.side_by_side({name: lambda: fn(X)}, rounds=ROUNDS)[name]
+    t = _harness.side_by_side({name: lambda: fn(X)}, rounds=ROUNDS)[name]
     benchmark.extra_info.update(seconds=t, mvalues_per_second=N * N / t / 1e6)
     K = run(lambda: fn(X))
     assert K.shape == (N, N) and np.isfinite(K).all()

@@ -18,9 +18,7 @@ JIT, pykeops' C++ build) happens in an untimed warm-up call.
 import numpy as np
 import pytest
 
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N = _harness.scaled(8000)
 D = 16
@@ -41,16 +39,16 @@ def _pair(peer):
     if peer != "sklearn":
         pytest.importorskip(peer)
     task = _task(peer)
-    theirs = _bench.build(task, peer, N, d=D, n_threads=THREADS)
-    ours = _bench.build(task, "fastkern", N, d=D, n_threads=THREADS)
+    theirs = _harness.build(task, peer, N, d=D, n_threads=THREADS)
+    ours = _harness.build(task, "fastkern", N, d=D, n_threads=THREADS)
     # Imports, thread pools, JIT and C++ builds, out of the timing.
-    _bench.build(task, peer, 50, d=D, n_threads=THREADS)()
-    _bench.build(task, "fastkern", 50, d=D, n_threads=THREADS)()
+    _harness.build(task, peer, 50, d=D, n_threads=THREADS)()
+    _harness.build(task, "fastkern", 50, d=D, n_threads=THREADS)()
     return theirs, ours
 
 
 def _ratio(peer):
-    # Each side in a fresh process (_bench.measure), alternating round by
+    # Each side in a fresh process (_harness.measure), alternating round by
     # round so that load from other processes hits both alike; in each, the
     # first full-size call is untimed (see measure_here): on this VM it
     # spends 0.66-2.05 s faulting in a fresh 512 MB output whenever the
@@ -64,13 +62,13 @@ def _ratio(peer):
     best = {peer: float("inf"), "fastkern": float("inf")}
     for _ in range(ROUNDS):
         for impl in best:
-            r = _bench.measure(task, impl, N, d=D, n_threads=THREADS, max_repeat=2)
+            r = _harness.measure(task, impl, N, d=D, n_threads=THREADS, max_repeat=2)
             best[impl] = min(best[impl], r["time_s"])
     return best[peer] / best["fastkern"]
 
 
 def _group(peer):
-    what = f"K @ V (V: N x {_bench.MATVEC_COLUMNS})" if peer == "pykeops" else "RBF Gram"
+    what = f"K @ V (V: N x {_harness.MATVEC_COLUMNS})" if peer == "pykeops" else "RBF Gram"
     return f"target: {what} N={N} d={D} {THREADS} threads, fastkern vs {peer}"
 
 
@@ -81,7 +79,7 @@ def test_peer(benchmark, run, ratios, peer):
     r = ratios.get(peer, lambda: _ratio(peer))
     benchmark.extra_info.update(target_name=f"fastkern speedup vs {peer}", ratio=r,
                                 target=f">= {TARGET}")
-    with _bench.blas_threads(THREADS):
+    with _harness.blas_threads(THREADS):
         out = run(theirs)
         ref = ours()
     np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-9)
@@ -94,7 +92,7 @@ def test_check_peer(benchmark, run, ratios, benchmark_only, peer):
     r = ratios.get(peer, lambda: _ratio(peer))
     benchmark.extra_info.update(target_name="fastkern (reference)", ratio=r,
                                 target=f">= {TARGET}")
-    with _bench.blas_threads(THREADS):
+    with _harness.blas_threads(THREADS):
         run(ours)
     if not benchmark_only:
         pytest.skip("target ratios are asserted only under --benchmark-only")

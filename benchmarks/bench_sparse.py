@@ -20,9 +20,7 @@ import pytest
 import scipy.sparse as sp
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N = _harness.scaled(8000)
 D = 50_000
@@ -78,7 +76,7 @@ def _ratio(kind):
     X = tfidf_like()
     ours, theirs = _functions(kind)
     ours(X[:50]), theirs(X[:50])  # imports and thread pools, out of the timing
-    t = _bench.side_by_side({"sklearn": lambda: theirs(X), "fastkern": lambda: ours(X)},
+    t = _harness.side_by_side({"sklearn": lambda: theirs(X), "fastkern": lambda: ours(X)},
                             rounds=ROUNDS)
     return t["sklearn"] / t["fastkern"]
 
@@ -114,7 +112,7 @@ def test_sparse_gram_peak_memory(benchmark, kind):
     X = tfidf_like()
     ours, _ = _functions(kind)
     ours(X[:50])
-    K, peak = _bench.tracemalloc_peak(lambda: ours(X))
+    K, peak = _harness.tracemalloc_peak(lambda: ours(X))
     extra = peak - K.nbytes
     benchmark.extra_info.update(peak_bytes=peak, output_bytes=K.nbytes,
                                 extra_fraction=extra / K.nbytes,

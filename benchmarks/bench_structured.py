@@ -14,9 +14,7 @@ checks that both routes give the same counts.
 import numpy as np
 import pytest
 
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 from fastkern.structured import Spectrum
 
 N = _harness.scaled(5000)
@@ -53,7 +51,7 @@ def test_spectrum_gram(benchmark, benchmark_only, name):
 
     benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)
     ours = measured.pop("K")
-    t = _bench.side_by_side({"fastkern": lambda: kern(X),
+    t = _harness.side_by_side({"fastkern": lambda: kern(X),
                              "sklearn+scipy": lambda: sklearn_route(X)}, rounds=1)
     benchmark.extra_info.update(seconds=measured["seconds"], peak_mem_bytes=measured["peak"],
                                 side_by_side=t, ratio=t["sklearn+scipy"] / t["fastkern"],
@@ -88,7 +86,7 @@ def test_weisfeiler_lehman_vs_grakel(benchmark):
                                        ).fit_transform(data)
 
     np.testing.assert_array_equal(ours(graphs), theirs())
-    t = _bench.side_by_side({"fastkern": lambda: ours(graphs), "grakel": theirs}, rounds=3)
+    t = _harness.side_by_side({"fastkern": lambda: ours(graphs), "grakel": theirs}, rounds=3)
     benchmark.extra_info.update(side_by_side=t, ratio=t["grakel"] / t["fastkern"],
                                 note="grakel / fastkern, fastest of 3 interleaved calls")
     benchmark.pedantic(lambda: ours(graphs), rounds=1, iterations=1, warmup_rounds=0)

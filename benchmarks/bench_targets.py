@@ -18,9 +18,7 @@ import pytest
 import scipy.linalg.blas as blas
 
 import fastkern
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 N_GRAM = _harness.scaled(8000)
 N_RIDGE = _harness.scaled(6000)
@@ -29,12 +27,12 @@ QUICK = _harness.bench_scale() < 0.1
 ROUNDS = 1 if QUICK else 3
 # The estimator targets wait this long before each timed call: both sides
 # call BLAS/LAPACK, whose workers spin on after a call and would otherwise
-# take a core from whichever contestant runs next (_bench.side_by_side).
+# take a core from whichever contestant runs next (_harness.side_by_side).
 SETTLE = 0.0 if QUICK else 0.3
 
 
 def _data(n, d, dtype=np.float64):
-    return _bench.make_data(n, d, dtype=dtype)
+    return _harness.make_data(n, d, dtype=dtype)
 
 
 def _record(benchmark, name, ratio, target, kind):
@@ -65,7 +63,7 @@ def _ratio_rbf_vs_sklearn():
 
     X, g = _rbf_setup()
     out = np.empty((X.shape[0], X.shape[0]))
-    t = _bench.side_by_side({
+    t = _harness.side_by_side({
         "sklearn": lambda: sk_rbf(X, gamma=g),
         "fastkern": lambda: fastkern.rbf_kernel(X, gamma=g),
         "fastkern_out": lambda: fastkern.rbf_kernel(X, gamma=g, out=out),
@@ -115,7 +113,7 @@ def _syrk(X):
 
 def _ratio_rbf_vs_syrk():
     X, g = _rbf_setup(d=256)
-    t = _bench.side_by_side({
+    t = _harness.side_by_side({
         "syrk": lambda: _syrk(X),
         "fastkern": lambda: fastkern.rbf_kernel(X, gamma=g),
     }, rounds=ROUNDS)
@@ -144,7 +142,7 @@ def test_check_rbf_gram_d256_vs_syrk(benchmark, run, ratios, benchmark_only):
 def _ratio_f32():
     X64, g = _rbf_setup()
     X32 = X64.astype(np.float32)
-    t = _bench.side_by_side({
+    t = _harness.side_by_side({
         "f64": lambda: fastkern.rbf_kernel(X64, gamma=g),
         "f32": lambda: fastkern.rbf_kernel(X32, gamma=g),
     }, rounds=ROUNDS)
@@ -171,7 +169,7 @@ def test_check_rbf_gram_float32(benchmark, run, ratios, benchmark_only):
 
 def _ratio_threads():
     X, g = _rbf_setup()
-    t = _bench.side_by_side({
+    t = _harness.side_by_side({
         "1": lambda: fastkern.rbf_kernel(X, gamma=g, n_threads=1),
         "2": lambda: fastkern.rbf_kernel(X, gamma=g, n_threads=2),
     }, rounds=ROUNDS)
@@ -208,11 +206,11 @@ def _gram(n=N_GRAM):
 def _ratio_center():
     K = _gram()
     dst = np.empty_like(K)
-    t = _bench.side_by_side({
+    t = _harness.side_by_side({
         "copyto": lambda: np.copyto(dst, K),
         "center": lambda: fastkern.center_gram(K),
     }, rounds=ROUNDS)
-    _, extra = _bench.tracemalloc_peak(lambda: fastkern.center_gram(K))
+    _, extra = _harness.tracemalloc_peak(lambda: fastkern.center_gram(K))
     return {"time": t["center"] / t["copyto"], "memory": extra / K.nbytes}
 
 
@@ -255,10 +253,10 @@ def _kpca_pair(n=N_GRAM):
 
 def _ratio_kpca():
     X, fk, sk = _kpca_pair()
-    t = _bench.side_by_side({"sklearn": lambda: sk.fit_transform(X),
+    t = _harness.side_by_side({"sklearn": lambda: sk.fit_transform(X),
                              "fastkern": lambda: fk.fit_transform(X)}, rounds=min(ROUNDS, 2),
                             settle=SETTLE)
-    mem = {impl: _bench.measure("kpca", impl, N_GRAM, min_time=0.0, max_repeat=1)["peak_bytes"]
+    mem = {impl: _harness.measure("kpca", impl, N_GRAM, min_time=0.0, max_repeat=1)["peak_bytes"]
            for impl in ("sklearn", "fastkern")}
     return {"time": t["sklearn"] / t["fastkern"], "memory": mem,
             "eig_fk": fk.eigenvalues_, "eig_sk": sk.eigenvalues_}
@@ -272,7 +270,7 @@ def test_kernel_pca(benchmark, run, ratios):
     benchmark.extra_info.update(peak_mem_bytes=r["memory"]["fastkern"],
                                 sklearn_peak_mem_bytes=r["memory"]["sklearn"],
                                 gram_bytes=8 * N_GRAM * N_GRAM,
-                                memory_method=_bench.memory_method())
+                                memory_method=_harness.memory_method())
     np.testing.assert_allclose(r["eig_fk"], r["eig_sk"], rtol=1e-6)
     run(lambda: fk.fit_transform(X))
 
@@ -300,9 +298,9 @@ def _ridge_pair(n=N_RIDGE):
 
 def _ratio_ridge():
     X, y, fk, sk = _ridge_pair()
-    t = _bench.side_by_side({"sklearn": lambda: sk.fit(X, y), "fastkern": lambda: fk.fit(X, y)},
+    t = _harness.side_by_side({"sklearn": lambda: sk.fit(X, y), "fastkern": lambda: fk.fit(X, y)},
                             rounds=ROUNDS, settle=SETTLE)
-    mem = {impl: _bench.measure("ridge", impl, N_RIDGE, min_time=0.0, max_repeat=1)["peak_bytes"]
+    mem = {impl: _harness.measure("ridge", impl, N_RIDGE, min_time=0.0, max_repeat=1)["peak_bytes"]
            for impl in ("sklearn", "fastkern")}
     gram = 8 * N_RIDGE * N_RIDGE
     return {"time": t["sklearn"] / t["fastkern"],
@@ -317,7 +315,7 @@ def test_kernel_ridge(benchmark, run, ratios):
     _record(benchmark, "KernelRidge fit speedup vs sklearn", r["time"], 3, ">=")
     benchmark.extra_info.update(peak_mem_in_grams=r["mem_fk"], sklearn_peak_mem_in_grams=r["mem_sk"],
                                 peak_mem_target="<= 1.05 Gram (sklearn ~3)",
-                                memory_method=_bench.memory_method())
+                                memory_method=_harness.memory_method())
     np.testing.assert_allclose(r["coef_fk"], r["coef_sk"], rtol=1e-6, atol=1e-8)
     run(lambda: fk.fit(X, y))
 
@@ -352,7 +350,7 @@ def _ridge_cv_pair(n=N_RIDGE_CV):
 
 def _ratio_ridge_cv():
     X, y, fk, sk = _ridge_cv_pair()
-    t = _bench.side_by_side({"sklearn": lambda: sk.fit(X, y), "fastkern": lambda: fk.fit(X, y)},
+    t = _harness.side_by_side({"sklearn": lambda: sk.fit(X, y), "fastkern": lambda: fk.fit(X, y)},
                             rounds=min(ROUNDS, 2))
     return t["sklearn"] / t["fastkern"]
 

@@ -3,25 +3,23 @@
 RBF Gram (d=16), centering of that Gram, KernelPCA (5 components) and
 KernelRidge, each as naive Python loop (smallest size only), vectorised NumPy,
 scikit-learn and fastkern.  The peak memory of one call, measured in a fresh
-process (see fastkern._bench), is stored in extra_info.
+process (see _harness.measuring), is stored in extra_info.
 """
 import pytest
 
-from fastkern import _bench
-
-import _harness  # benchmarks/_harness.py, on sys.path by conftest.py
+import _harness  # benchmarks/_harness/, on sys.path by conftest.py
 
 SIZES = sorted({_harness.scaled(n) for n in (1000, 4000, 8000)})
 CASES = [pytest.param(task, impl, n, id=f"{task}-{impl}-N{n}")
-         for task, impl, n in _bench.plan(SIZES)]
+         for task, impl, n in _harness.plan(SIZES)]
 
 
 @pytest.mark.parametrize("task, impl, n", CASES)
 def test_task(benchmark, run, task, impl, n):
-    benchmark.group = f"{_bench.TASK_TITLES[task]} N={n}"
-    mem = _bench.measure(task, impl, n, min_time=0.0, max_repeat=1)
+    benchmark.group = f"{_harness.TASK_TITLES[task]} N={n}"
+    mem = _harness.measure(task, impl, n, min_time=0.0, max_repeat=1)
     benchmark.extra_info.update(
         peak_mem_bytes=mem["peak_bytes"], memory_method=mem["memory_method"],
-        n=n, d=_bench.N_FEATURES, impl=impl,
+        n=n, d=_harness.N_FEATURES, impl=impl,
     )
-    run(_bench.build(task, impl, n))
+    run(_harness.build(task, impl, n))

@@ -12,9 +12,7 @@ import time
 
 import pytest
 
-from fastkern import _bench
-
-# The bench_*.py files import their helpers as `_harness` (benchmarks/_harness.py),
+# The bench_*.py files import their helpers as `_harness` (benchmarks/_harness/),
 # whatever pytest's import mode and working directory.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _harness  # noqa: E402
@@ -31,7 +29,7 @@ def pytest_collect_file(file_path, parent):
 def pytest_report_header(config):
     return (f"fastkern benchmarks: size scale {_harness.bench_scale()} "
             f"(FASTKERN_BENCH_QUICK / FASTKERN_BENCH_SCALE); "
-            f"memory method: {_bench.memory_method()}")
+            f"memory method: {_harness.memory_method()}")
 
 
 @pytest.fixture

@@ -7,15 +7,14 @@ eigensolvers or estimators: ``fastkern.large_n``'s solvers and the Dask
 backend's tasks (``fastkern._dask``) call it.
 
 Passes over K report how far they have got to the sink installed by
-:func:`reporting_progress` (the command line's progress bar).
+:func:`reporting_progress` (``fastkern._progress``: the command line's progress bar).
 """
-import contextlib
-import contextvars
-
 import numpy as np
 
 from fastkern import _gram, _matfree
 from fastkern._kernel_api import KernelSpec
+from fastkern._progress import report_fraction as _report_fraction
+from fastkern._progress import reporting_progress
 from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
 from fastkern.pairwise import KERNEL_CODES, tile_path
@@ -23,55 +22,6 @@ from fastkern.pairwise import KERNEL_CODES, tile_path
 __all__ = ["KernelOperator", "reporting_progress"]
 
 _TILE = _matfree.tile_size
-# Who hears how far a pass over K has got (see reporting_progress).
-_PROGRESS_SINK = contextvars.ContextVar("fastkern_progress_sink", default=None)
-_PASS_LABEL = contextvars.ContextVar("fastkern_pass_label", default="pass over K")
-
-
-@contextlib.contextmanager
-def reporting_progress(sink):
-    """Report how far matrix-free passes over K have got, within a ``with`` block.
-
-    The command line draws its progress bar from these calls; the estimators'
-    signatures stay scikit-learn's.
-
-    Parameters
-    ----------
-    sink : callable
-        Called as ``sink(label, fraction)``: label says which pass ("pass 1",
-        "pass 3, largest residual 2.1e-05", "transform"), fraction runs from 0
-        to 1 within it.
-
-    Yields
-    ------
-    None
-        Passes run inside the block report to ``sink``.
-    """
-    token = _PROGRESS_SINK.set(sink)
-    try:
-        yield
-    finally:
-        _PROGRESS_SINK.reset(token)
-
-
-@contextlib.contextmanager
-def pass_label(label):
-    """Within the block, passes over K report under ``label`` (e.g. "transform")."""
-    token = _PASS_LABEL.set(label)
-    try:
-        yield
-    finally:
-        _PASS_LABEL.reset(token)
-
-
-def _report_fraction():
-    """A per-pass progress callback for the current sink, or None without one."""
-    sink = _PROGRESS_SINK.get()
-    if sink is None:
-        return None
-    label = _PASS_LABEL.get()
-    sink(label, 0.0)
-    return lambda fraction: sink(label, fraction)
 
 
 class KernelOperator:

@@ -2,8 +2,25 @@
 import signal
 import threading
 import time
+import tracemalloc
 
-__all__ = ["have_kernlab", "raised", "rerun_r_script", "time_to_interrupt"]
+__all__ = ["have_kernlab", "raised", "rerun_r_script", "time_to_interrupt", "tracemalloc_peak"]
+
+
+def tracemalloc_peak(fn):
+    """(result, peak bytes allocated through Python/NumPy while fn runs)."""
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    return result, peak
 
 
 def time_to_interrupt(fn, delay=0.3):

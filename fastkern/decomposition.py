@@ -33,6 +33,7 @@ from fastkern._threads import limits_blas
 from fastkern._validation import (_all_finite, check_n_threads, check_real, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern._linalg import solve_shifted_in_place
+from fastkern._progress import report_iteration, report_stage
 from fastkern.centering import CentredGram, KernelCenterer
 
 __all__ = ["KernelPCA"]
@@ -458,6 +459,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # The eigensolver's basis before the Gram: see krylov_basis.
         basis = (krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
                  if solver == "block_krylov" else None)
+        report_stage("kernel matrix")
         if self._precomputed:
             # The caller's kernel: copied once, into a buffer we may destroy.
             K = X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C", copy=True)
@@ -482,6 +484,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # (fastkern.centering.CentredGram): no update pass over K.  The other
         # solvers read K itself: one pass for the means, one for the update.
         self._centerer = KernelCenterer(n_threads=self.n_threads)
+        report_stage(f"eigensolver ({solver})")
         if solver == "block_krylov":
             # A Gram computed here is symmetric (the tiles are mirrored, or
             # equal to rounding): its means come from the first block product,
@@ -732,9 +735,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _block_krylov(self, op, k, basis=None):
         K = op.K
         n = K.shape[0]
-        callback = None
-        if self.verbose:
-            def callback(iteration, residuals):
+        tol = self.tol
+        if tol == 0:
+            tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
+
+        def callback(iteration, residuals):
+            report_iteration(iteration, residuals.max(), tol)
+            if self.verbose:
                 print(f"[KernelPCA] block_krylov iteration {iteration}: "
                       f"max residual {residuals.max():.3e}", flush=True)
         # Rows of the uncentred K start the iteration (for a symmetric K, K
@@ -746,9 +753,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         rng = check_random_state(self.random_state)
         rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
         v0 = K.columns(rows) if op.upper else K[rows].T
-        tol = self.tol
-        if tol == 0:
-            tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=self.max_iter, random_state=rng, callback=callback,
                            v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,

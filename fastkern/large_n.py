@@ -44,7 +44,6 @@ U = (Phi - mu) V / S, and a new point projects to (phi(x) - mu) V.
 Memory O(N m).
 """
 import logging
-import sys
 import time
 from typing import Any, NamedTuple
 
@@ -52,7 +51,8 @@ import numpy as np
 import scipy.linalg
 
 from fastkern._eigen import block_eigsh
-from fastkern._operator import _PASS_LABEL, KernelOperator, pass_label, reporting_progress
+from fastkern._operator import KernelOperator
+from fastkern._progress import _PASS_LABEL, pass_label, report_iteration, reporting_progress, say
 
 __all__ = ["MatrixFreeFit", "NystroemFit", "matrix_free_eigenpairs", "nystroem_eigenpairs",
            "in_process_products", "centred_projection", "KernelOperator",
@@ -134,11 +134,13 @@ def in_process_products(X, spec, *, memory_budget=None):
 
 
 class _Progress:
-    """Times each pass over K and reports the eigensolver's residuals."""
+    """Times each pass over K and reports the eigensolver's residuals (to the
+    logger, and to the progress sink of fastkern._progress)."""
 
-    def __init__(self, verbose, solver):
+    def __init__(self, verbose, solver, tol=None):
         self.verbose = bool(verbose)
         self.solver = solver
+        self.tol = tol
         self.passes = 0
         self.pass_seconds = 0.0
         self.last = 0.0
@@ -147,7 +149,7 @@ class _Progress:
     def report(self, msg, *args):
         logger.log(logging.INFO if self.verbose else logging.DEBUG, msg, *args)
         if self.verbose and not logger.hasHandlers():
-            print("[fastkern] " + msg % args, file=sys.stderr)
+            say("fastkern", msg % args)
 
     def timed(self, fn):
         def wrapped(*args):
@@ -172,6 +174,8 @@ class _Progress:
     def callback(self, iteration, residuals):
         residuals = np.asarray(residuals, dtype=np.float64)
         self.residual = float(residuals.max())
+        if self.tol is not None:
+            report_iteration(iteration, self.residual, self.tol)
         self.report("%s iteration %d: max residual %.3e (per component %s); last pass %.2f s",
                     self.solver, iteration, residuals.max(),
                     np.array2string(residuals, formatter={"float_kind": "{:.2e}".format}),
@@ -208,7 +212,8 @@ def matrix_free_eigenpairs(n, k, matmat, *, tol=0, max_iter=None, random_state=N
     fit : MatrixFreeFit
         The eigenpairs and the training means.
     """
-    progress = _Progress(verbose, "matrix-free")
+    tol = tol if tol and tol > 0 else 1e-10
+    progress = _Progress(verbose, "matrix-free", tol)
     matmat = progress.timed(matmat)
     means = {}
 
@@ -231,7 +236,6 @@ def matrix_free_eigenpairs(n, k, matmat, *, tol=0, max_iter=None, random_state=N
         KV += m * s
         return KV
 
-    tol = tol if tol and tol > 0 else 1e-10
     t0 = time.perf_counter()
     values, vectors = block_eigsh(centred, n, k, dtype=np.float64, tol=tol,
                                   max_iter=max_iter, random_state=random_state,

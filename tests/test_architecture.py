@@ -21,7 +21,7 @@ ARCHITECTURE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "developer
 LAYERS = [
     ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_split",
                         "_sparse", "_inchol", "_structured", "_kstats", "_featurewise"}),
-    ("leaves", {"_version", "_testing"}),
+    ("leaves", {"_version", "_testing", "_progress"}),
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
     ("configuration", {"_config"}),
@@ -36,7 +36,6 @@ LAYERS = [
     ("estimators and tests", {"decomposition", "kernel_ridge", "sir", "fda", "cca",
                               "kernel_tests"}),
     ("package", {"__init__"}),
-    ("benchmark harness", {"_bench"}),
     ("command line", {"cli"}),
     ("entry point", {"__main__"}),
 ]
@@ -85,7 +84,7 @@ def test_modules_import_only_from_lower_layers():
     layer = _layer_of()
     wrong = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        # A subpackage (fastkern/_bench/) is one module of its layer.
+        # A subpackage (fastkern/cli/) is one module of its layer.
         name = path.relative_to(PACKAGE).with_suffix("").parts[0]
         for dep in sorted(_imports(path) - {name}):
             if dep in layer and layer[dep] >= layer[name]:
@@ -138,8 +137,14 @@ def test_the_picture_draws_every_layer_and_module_in_its_place():
                 assert placed[word] == title, f"the picture places {word} in {title!r}"
 
 
-@pytest.mark.parametrize("module", ["_testing", "_bench"])
-def test_library_code_does_not_import_test_or_benchmark_helpers(module):
-    users = [p.stem for p in PACKAGE.glob("*.py") if module in _imports(p) and p.stem != module]
-    allowed = {"cli"} if module == "_bench" else set()
-    assert set(users) <= allowed, f"{module} is imported by {sorted(set(users) - allowed)}"
+def test_library_code_does_not_import_test_helpers():
+    users = [p.stem for p in PACKAGE.rglob("*.py") if "_testing" in _imports(p)
+             and p.stem != "_testing"]
+    assert not users, f"_testing is imported by {sorted(users)}"
+
+
+def test_benchmark_harness_is_not_installed():
+    # benchmarks/ holds it; `fastkern bench --full` runs it from a source checkout.
+    assert not (PACKAGE / "_bench").exists()
+    assert not any("_harness" in p.read_text() for p in PACKAGE.rglob("*.py")
+                   if p.parent.name != "cli")

@@ -10,7 +10,7 @@ from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fastkern import KernelCenterer, center_gram
-from fastkern._bench import tracemalloc_peak
+from fastkern._testing import tracemalloc_peak
 from fastkern._testing import raised
 
 

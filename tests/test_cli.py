@@ -243,27 +243,38 @@ def test_kpca_numeric_only_without_label(tmp_path, blobs):
 
 
 def test_bench_quick(tmp_path):
-    js, png = tmp_path / "b.json", tmp_path / "b.png"
-    proc = fastkern("bench", "--quick", "--json", js, "--plot", png, cwd=tmp_path)
+    """The installed package's comparison: fastkern and scikit-learn side by side."""
+    js = tmp_path / "b.json"
+    proc = fastkern("bench", "--quick", "--sizes", "30,50", "--json", js, "--threads", "1",
+                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "cores" in out and "BLAS" in out and "peak memory" in out
+    assert "against scikit-learn" in out and "cores" in out
     for title in ("RBF Gram", "centering", "KernelPCA", "KernelRidge"):
-        assert title in out
-    assert re.search(r"^RBF Gram\s+\d+\s+fastkern\s+\S+ \S+\s+[0-9.]+x\s+\S+ \S+$", out, re.M), out
-    assert "[" in proc.stderr and "/" in proc.stderr  # the progress line
+        assert re.search(rf"^{title}\s+(30|50)\s+\S+ \S+\s+\S+ \S+\s+[0-9.e+]+x\s+\S+$",
+                         out, re.M), out
     doc = json.loads(js.read_text())
-    assert {"machine", "sizes", "results"} <= set(doc)
-    assert {"cores", "threads", "blas", "memory_method"} <= set(doc["machine"])
-    res = doc["results"]
-    assert {(r["task"], r["impl"]) for r in res} == {
-        (t, i) for t in ("gram", "center", "kpca", "ridge")
-        for i in ("naive", "numpy", "sklearn", "fastkern")}
-    for r in res:
-        assert {"n", "time_s", "peak_bytes", "speedup_vs_sklearn"} <= set(r)
-        assert r["time_s"] > 0 and r["peak_bytes"] >= 0
-        assert r["impl"] != "naive" or r["n"] == min(doc["sizes"])
-    assert_png(png)
+    rows = doc["results"]
+    assert {(r["task"], r["n"]) for r in rows} == {
+        (t, n) for t in ("RBF Gram", "centering", "KernelPCA", "KernelRidge") for n in (30, 50)}
+    for r in rows:
+        assert r["sklearn_s"] > 0 and r["fastkern_s"] > 0
+        assert r["speedup"] == pytest.approx(r["sklearn_s"] / r["fastkern_s"])
+        # The two libraries computed the same thing.
+        assert r["max_abs_difference"] < 1e-6, r
+
+
+def test_bench_full_needs_a_source_checkout(tmp_path, monkeypatch):
+    from fastkern.cli import bench
+
+    monkeypatch.setattr(bench, "BENCHMARKS", tmp_path / "nowhere")
+    for flag in ("--full", "--methods"):
+        assert_usage_error(fastkern("bench", flag, "--quick", cwd=tmp_path),
+                           "source checkout", "installed package has the quick comparison")
+    assert_usage_error(fastkern("bench", "--plot", tmp_path / "p.png", cwd=tmp_path),
+                       "--plot needs --full")
+    help_text = fastkern("bench", "--help", cwd=tmp_path).stdout
+    assert "all the installed package has" in help_text and "--full" in help_text
 
 
 # ---------------------------------------------------------------- help
@@ -467,7 +478,7 @@ def test_kpca_scale_help_and_constant_columns(tmp_path):
 
 
 def test_degenerate_warning_rule():
-    from fastkern.cli import degenerate_warning, participation
+    from fastkern.cli.kpca import degenerate_warning, participation
 
     rng = np.random.default_rng(0)
     Z = rng.standard_normal((200, 2))
@@ -561,9 +572,9 @@ def test_consecutive_integer_header_above_integer_data(tmp_path):
     (["7", "2.5"], [["1.5", "2.5"], ["3.5", "4.5"]], False),
 ])
 def test_header_rule(first, data, expected):
-    from fastkern.cli import _looks_like_header
+    from fastkern.cli._csv import looks_like_header
 
-    assert _looks_like_header(first, data, None) is expected
+    assert looks_like_header(first, data) is expected
 
 
 def test_header_override(tmp_path):
@@ -709,7 +720,7 @@ def test_ctrl_c_exits_130_without_traceback_or_partial_output(tmp_path):
 _HEADER_SCAN_UNDER_CTRL_C = """
 import os, signal, threading, time
 import numpy as np
-from fastkern.cli import _looks_like_header
+from fastkern.cli._csv import looks_like_header
 
 X = np.random.default_rng(0).standard_normal((20000, 8))
 data = [["%.17g" % v for v in row] for row in X]
@@ -719,7 +730,7 @@ for trial in range(15):
     deadline = time.monotonic() + 5
     try:
         while time.monotonic() < deadline:
-            _looks_like_header(["1", "3", "5", "7", "9", "11", "13", "15"], data, None)
+            looks_like_header(["1", "3", "5", "7", "9", "11", "13", "15"], data)
         lost += 1
     except KeyboardInterrupt:
         pass
@@ -745,23 +756,81 @@ def test_kpca_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     assert lines[0].startswith("[fastkern kpca] pass 1: done (0:")
     assert lines[1].startswith("[fastkern kpca] pass 2, largest residual ")
     assert all(": done (" in s for s in lines) and len(lines) >= 4
+    # Once two iterations have run: an estimate of the whole fit.
+    assert re.search(r"elapsed, \d+%, about \d+:\d\d\.\d left\)$", lines[-2]), lines
     # The default on a non-terminal stderr, and --no-progress: no bar.
     for flags in ((), ("--no-progress",)):
         quiet = fastkern(*args, *flags, cwd=tmp_path)
         assert quiet.returncode == 0 and "[fastkern kpca]" not in quiet.stderr
 
 
-def test_progress_bar_on_a_terminal_redraws_one_line():
-    from fastkern.cli import _ProgressBar
+def test_default_solver_reports_progress(tmp_path):
+    """Issue 26, item 14: the default solver ("auto": block Krylov on an explicit
+    Gram at this size) reports its stages and iterations, with an estimate."""
+    data, _ = gaussian_csv(tmp_path / "d.csv", 2100, 5)
+    proc = fastkern("kpca", data, "--progress", "--out", tmp_path / "p.csv", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [s for s in proc.stderr.splitlines() if s.startswith("[fastkern kpca] ")]
+    assert any(s.startswith("[fastkern kpca] iteration 2, largest residual ") for s in lines)
+    assert any(re.search(r"\d+%, about \S+ left\)$", s) for s in lines), lines
 
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """On a terminal: one line redrawn (carriage returns), ending in the
+    elapsed time, the percentage and the time left, and no bar otherwise."""
+    import pty
+
+    data, _ = gaussian_csv(tmp_path / "d.csv", 2100, 5)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "fastkern", "kpca", str(data), "--out",
+                             str(tmp_path / "p.csv")], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=terminal, text=True)
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=300)
+    os.close(controller)
+    shown = b"".join(chunks).decode()
+    assert proc.returncode == 0, shown
+    frames = shown.split("\r\x1b[K")[1:]
+    assert len(frames) >= 3, shown
+    assert any(re.search(r"^\[[#.]{30}\] .* \(\d+:\d\d\.\d elapsed, \d+%, about \S+ left\)",
+                         f) for f in frames), frames
+
+
+def test_progress_estimate_from_the_convergence(monkeypatch):
+    """Residuals falling tenfold per iteration towards tol * first residual:
+    the iterations left times the time each took."""
+    from fastkern import _progress
+
+    now = [0.0]
+    monkeypatch.setattr(_progress.time, "perf_counter", lambda: now[0])
     stream = io.StringIO()
-    bar = _ProgressBar(stream, tty=True)
-    bar("pass 3, largest residual 2.0e-05", 0.0)
-    bar("pass 3, largest residual 2.0e-05", 0.5)  # within 0.1 s of the last draw: skipped
-    bar("pass 3, largest residual 2.0e-05", 1.0)
+    bar = _progress.ProgressBar(stream, tty=True)
+    for i in (1, 2, 3):
+        now[0] = float(i)
+        bar.iteration(i, 10.0 ** -i, 1e-6)
     bar.close()
     frames = stream.getvalue().split("\r\x1b[K")[1:]
-    assert len(frames) == 2
-    assert frames[0].startswith("[" + "." * 30 + "]   0% pass 3, largest residual 2.0e-05 (0:")
-    assert frames[1].startswith("[" + "#" * 30 + "] 100% pass 3")
-    assert frames[1].endswith(")\n")
+    assert frames[0] == "[" + "." * 30 + "] iteration 1, largest residual 1.0e-01 (0:01.0 elapsed)"
+    # 3 s spent; from 1e-3 to the target 1e-7 at a tenfold per 1 s: 4 s left.
+    assert frames[-1] == ("[" + "#" * 12 + "." * 18 + "] iteration 3, largest residual 1.0e-03 "
+                          "(0:03.0 elapsed, 43%, about 0:04.0 left)\n")
+    # A step counter (fastkern bench) without a terminal: a line per step.
+    stream = io.StringIO()
+    now[0] = 0.0
+    bar = _progress.ProgressBar(stream, tty=False, prefix="fastkern bench")
+    now[0] = 3.0
+    bar.step(0, 4, "RBF Gram at N=30")
+    now[0] = 5.0
+    bar.step(1, 4, "centering at N=30")
+    assert stream.getvalue().splitlines() == [
+        "[fastkern bench] RBF Gram at N=30 (0:03.0 elapsed)",
+        "[fastkern bench] centering at N=30 (0:05.0 elapsed, 25%, about 0:15.0 left)"]

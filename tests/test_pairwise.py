@@ -17,7 +17,7 @@ from fastkern import (
     rbf_kernel,
     sigmoid_kernel,
 )
-from fastkern._bench import tracemalloc_peak
+from fastkern._testing import tracemalloc_peak
 from fastkern.kernels import RBF
 
 KERNELS = ["linear", "poly", "rbf", "laplacian", "sigmoid", "exponential"]

@@ -14,7 +14,7 @@ from sklearn.metrics import pairwise as skp
 
 import fastkern
 from fastkern import _batches, _sparse, pairwise
-from fastkern._bench import tracemalloc_peak
+from fastkern._testing import tracemalloc_peak
 from fastkern._kernel_api import kernel_gram
 
 KERNELS = ["linear", "poly", "rbf", "laplacian", "sigmoid", "exponential", "cosine"]

@@ -3,9 +3,9 @@ import json
 import math
 import sys
 
-from fastkern._bench.measuring import memory_method
-from fastkern._bench.peers import MATVEC_COLUMNS, PEERS
-from fastkern._bench.tasks import (IMPLS, N_COMPONENTS, N_FEATURES, RIDGE_ALPHA, TASK_TITLES,
+from _harness.measuring import memory_method
+from _harness.peers import MATVEC_COLUMNS, PEERS
+from _harness.tasks import (IMPLS, N_COMPONENTS, N_FEATURES, RIDGE_ALPHA, TASK_TITLES,
                                    TASKS)
 
 
@@ -167,20 +167,16 @@ def plot_results(results, path, info=None, format=None):
 
 
 def progress_printer(stream=None):
-    """A progress callback writing one updating line (a line per step when not a terminal)."""
+    """A progress callback (i, total, task, impl, n) drawing fastkern's one progress bar."""
+    from fastkern._progress import ProgressBar
+
     stream = sys.stderr if stream is None else stream
     tty = hasattr(stream, "isatty") and stream.isatty()
+    bar = ProgressBar(stream, tty, prefix="fastkern bench")
 
     def report(i, total, task, impl, n):
-        msg = f"[{i + 1:>3}/{total}] {TASK_TITLES[task]} / {impl} at N={n} ..."
-        if tty:
-            stream.write("\r" + msg.ljust(60))
-            if i + 1 == total:
-                stream.write("\n")
-        else:
-            stream.write(msg + "\n")
-        stream.flush()
+        bar.step(i, total, f"[{i + 1:>3}/{total}] {TASK_TITLES[task]} / {impl} at N={n}")
+        if i + 1 == total:
+            bar.close()
 
     return report
-
-

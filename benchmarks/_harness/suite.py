@@ -1,7 +1,7 @@
 """The measurement plan of ``fastkern bench``: every (task, implementation, size), then the peers."""
-from fastkern._bench.measuring import MeasurementError, measure
-from fastkern._bench.peers import PEER_TASKS, PEERS, peer_status
-from fastkern._bench.tasks import IMPLS, N_FEATURES, TASKS
+from _harness.measuring import MeasurementError, measure
+from _harness.peers import PEER_TASKS, PEERS, peer_status
+from _harness.tasks import IMPLS, N_FEATURES, TASKS
 
 
 def plan(sizes, tasks=TASKS, impls=IMPLS):

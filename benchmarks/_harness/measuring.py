@@ -15,9 +15,10 @@ import contextlib
 import math
 import multiprocessing
 import time
-import tracemalloc
 
-from fastkern._bench.tasks import N_FEATURES, build
+from fastkern._testing import tracemalloc_peak
+
+from _harness.tasks import N_FEATURES, build
 
 # The child processes import these once, in the fork server, so that each
 # measurement starts in milliseconds instead of re-importing SciPy/sklearn.
@@ -32,7 +33,7 @@ _PRELOAD = [
     "sklearn.kernel_ridge",
     "sklearn.metrics.pairwise",
     "sklearn.preprocessing",
-    "fastkern._bench",
+    "_harness",
     # Optional peers: the fork server skips those that are not installed.
     "numexpr",
     "numba",
@@ -64,22 +65,6 @@ def memory_method():
     except OSError:
         return "tracemalloc"
     return "rss"
-
-
-def tracemalloc_peak(fn):
-    """(result, peak bytes allocated through Python/NumPy while fn runs)."""
-    was_tracing = tracemalloc.is_tracing()
-    if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    try:
-        result = fn()
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            tracemalloc.stop()
-    return result, peak
 
 
 def rss_peak(fn):

@@ -10,11 +10,11 @@ fit from X, each implemented four ways (:data:`IMPLS`):
 - sklearn: scikit-learn (KernelPCA with eigen_solver="arpack");
 - fastkern.
 
-:func:`build` also builds the peers' callables (fastkern._bench.peers).
+:func:`build` also builds the peers' callables (_harness.peers).
 """
 import numpy as np
 
-from fastkern._bench.peers import (MATVEC_COLUMNS, PEER_TASKS, PEERS, fastkern_rbf_matvec,
+from _harness.peers import (MATVEC_COLUMNS, PEER_TASKS, PEERS, fastkern_rbf_matvec,
                                    numba_rbf_gram, numexpr_rbf_gram, numpy_rbf_matvec,
                                    peer_threads, pykeops_rbf_matvec)
 

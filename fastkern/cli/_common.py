@@ -1,0 +1,351 @@
+"""What the commands share: the user error, the parser class, option types and
+the options several commands take, output files written all or nothing, the
+verbose printer and the progress bar."""
+import argparse
+import contextlib
+import math
+import os
+import sys
+import tempfile
+
+EXIT_USAGE = 2
+# The shell's status for a program ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+DEFAULT_SEED = 0
+PLOT_EXTRA = 'pip install "fastkern[plot]"'
+
+
+class CLIError(Exception):
+    """A user error, reported as one line on stderr with exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, with one-line errors that name the (sub)command.
+
+    argparse reports unknown options from the top-level parser, as
+    "fastkern: error: unrecognized arguments"; here the subcommand that was
+    chosen reports them under its own name ("fastkern kpca: error: ...").
+    """
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, args=None, namespace=None):
+        args, extra = self.parse_known_args(args, namespace)
+        if extra:
+            owner = getattr(args, "parser", None) or self
+            owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        return args
+
+
+def add_command(sub, name, **kwargs):
+    """A subcommand's parser; it records itself so that it reports its own errors."""
+    parser = sub.add_parser(name, **kwargs)
+    parser.set_defaults(parser=parser)
+    return parser
+
+
+# ---------------------------------------------------------------- option types
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32 - 1, got {value}")
+    return value
+
+
+def _number(text, what, ok):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    return _number(text, "a positive number", lambda v: v > 0)
+
+
+def non_negative_float(text):
+    return _number(text, "a number >= 0", lambda v: v >= 0)
+
+
+def real(text):
+    return _number(text, "a number", lambda v: True)
+
+
+def gamma(text):
+    """A positive number, or "median"/"scale", resolved on the data (resolve_gamma)."""
+    from fastkern._kernel_api import GAMMA_STRINGS
+
+    if text in GAMMA_STRINGS:
+        return text
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number, {' or '.join(map(repr, GAMMA_STRINGS))}, "
+            f"got {text!r}") from None
+
+
+def column_list(text):
+    cells = [c.strip() for c in text.split(",")]
+    if not text.strip() or any(not c for c in cells):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated column names or 0-based indices like a,b or 0,1, "
+            f"got {text!r}")
+    return cells
+
+
+# ---------------------------------------------------------------- shared options
+
+
+def kernel_names():
+    """Every kernel fastkern's Gram functions compute on numeric data (one table:
+    fastkern.pairwise.KERNEL_PARAMS)."""
+    from fastkern.pairwise import KERNEL_PARAMS
+
+    return sorted(KERNEL_PARAMS)
+
+
+def add_threads(parser, default_text="all cores, or OMP_NUM_THREADS"):
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                        help=f"threads for fastkern's kernels (n_threads) and for BLAS "
+                             f"(default: {default_text})")
+
+
+def add_seed(parser):
+    parser.add_argument("--seed", type=seed, default=DEFAULT_SEED, metavar="S",
+                        help=f"random seed (default: {DEFAULT_SEED}); the same seed gives the "
+                             "same output")
+
+
+def add_kernel(parser, gamma_default, gamma_default_text, suffix="", which=""):
+    """--kernel, --gamma, --degree, --coef0 and --order (with a suffix: of the Y view)."""
+    of = f" of {which}" if which else ""
+    parser.add_argument(f"--kernel{suffix}", default="rbf" if not suffix else None,
+                        choices=kernel_names(), metavar="KERNEL",
+                        help=f"kernel{of}: {', '.join(kernel_names())} "
+                             f"(default: {'rbf' if not suffix else '--kernel'})")
+    parser.add_argument(f"--gamma{suffix}", type=gamma, default=gamma_default, metavar="G",
+                        help=f"kernel coefficient{of}: a positive number, 'median' (1 / median "
+                             f"squared distance) or 'scale' (1 / (features * variance)) "
+                             f"(default: {gamma_default_text})")
+    parser.add_argument(f"--degree{suffix}", type=non_negative_float, default=None, metavar="D",
+                        help=f"degree{of} of the poly, anova and bessel kernels (default: the "
+                             "kernel's)")
+    parser.add_argument(f"--coef0{suffix}", type=real, default=None, metavar="C",
+                        help=f"coef0{of} of the poly and sigmoid kernels (default: the kernel's)")
+    parser.add_argument(f"--order{suffix}", type=non_negative_float, default=None, metavar="V",
+                        help=f"order{of} of the bessel kernel (default: the kernel's)")
+
+
+def kernel_kwargs(args, suffix=""):
+    """degree, coef0 and kernel_params (order) as given: the estimators' defaults otherwise."""
+    get = lambda name: getattr(args, f"{name}{suffix}")  # noqa: E731
+    kwargs = {k: get(k) for k in ("degree", "coef0") if get(k) is not None}
+    if get("order") is not None:
+        kwargs["kernel_params"] = {"order": get("order")}
+    return kwargs
+
+
+def add_header(parser):
+    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                        help="the first row names the columns (--header) or is data "
+                             "(--no-header); default: detected")
+
+
+def add_table_options(parser):
+    """The options of every command that reads a CSV file."""
+    add_header(parser)
+    parser.add_argument("--drop-columns", type=column_list, default=(), metavar="C1,C2,...",
+                        help="columns to leave out (names or 0-based indices), e.g. a row id")
+    parser.add_argument("--drop-missing", action="store_true",
+                        help="drop the rows with a missing value (empty, NA, NaN, null, ?) in "
+                             "the columns used, and say how many on stderr; without it a "
+                             "missing value is an error")
+
+
+def add_scale(parser, what="each feature column"):
+    parser.add_argument("--scale", action=argparse.BooleanOptionalAction, default=True,
+                        help=f"standardise {what} to mean 0, variance 1 before the kernel "
+                             "(default: on; --no-scale uses the raw values)")
+
+
+# ---------------------------------------------------------------- output files
+
+
+class Output:
+    """An output file reserved before the work starts and renamed into place at the end.
+
+    Reserving creates the temporary file next to the target, which is the
+    real test that the path can be written (a missing or read-only
+    directory, a path that is a directory); an error or Ctrl-C removes it.
+    """
+
+    def __init__(self, path, option, plot=False):
+        self.path, self.option, self.tmp = path, option, None
+        if plot:
+            from fastkern.cli._plot import image_format
+
+            self.format = image_format(path, option)
+        else:
+            self.format = None
+        if os.path.isdir(path):
+            raise CLIError(f"{option} {path} is a directory")
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            what = "is not a directory" if os.path.exists(folder) else "does not exist"
+            raise CLIError(f"cannot write {option} {path}: directory {folder} {what}")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise CLIError(f"cannot write {option} {path}: the file is read-only")
+        try:
+            fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+                                            suffix=".part")
+        except OSError as exc:
+            raise CLIError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+        os.close(fd)
+
+    def commit(self):
+        # mkstemp makes the file private (0600); give it the mode a plain
+        # open() would have, or keep that of the file it replaces.
+        try:
+            mode = os.stat(self.path).st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        try:
+            os.chmod(self.tmp, mode)
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            raise CLIError(f"cannot write {self.option} {self.path}: "
+                           f"{exc.strerror or exc}") from None
+        self.tmp = None
+
+    def discard(self):
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)
+            self.tmp = None
+
+
+class Outputs:
+    """The command's output files: all reserved up front, all renamed at the end."""
+
+    def __init__(self):
+        self.files = []
+
+    def add(self, path, option, plot=False):
+        if path is None:
+            return None
+        for other in self.files:
+            if os.path.abspath(other.path) == os.path.abspath(path):
+                raise CLIError(f"{option} and {other.option} are the same file {path}")
+        out = Output(path, option, plot)
+        self.files.append(out)
+        return out
+
+    def commit(self):
+        for out in self.files:
+            out.commit()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for out in self.files:
+            out.discard()
+        return False
+
+
+def check_not_input(out, option, data):
+    if out is not None and os.path.abspath(out) == os.path.abspath(data):
+        raise CLIError(f"{option} {out} would overwrite the input file")
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def verbose_printer(enabled, command):
+    from fastkern._progress import say
+
+    def printer(message):
+        if enabled:
+            say(f"fastkern {command}", message)
+    return printer
+
+
+def progress_bar(args, command):
+    """The progress bar of this run, or None: on by default when stderr is a
+    terminal, --progress / --no-progress decide otherwise."""
+    from fastkern._progress import ProgressBar
+
+    tty = sys.stderr.isatty()
+    wanted = tty if args.progress is None else args.progress
+    return ProgressBar(sys.stderr, tty, prefix=f"fastkern {command}") if wanted else None
+
+
+def fmt_vals(values, pct=False):
+    if pct:
+        return "[" + ", ".join(f"{v:.1%}" for v in values) + "]"
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
+
+
+def standardise(X):
+    """StandardScaler's z-scores; a constant column becomes 0 (scale 1), not NaN.
+    (z-scores, number of constant columns)."""
+    from sklearn.preprocessing import StandardScaler
+
+    import numpy as np
+
+    scaler = StandardScaler()
+    Xs = scaler.fit_transform(X)
+    return Xs, int(np.sum(scaler.var_ == 0))
+
+
+def resolve_gamma(gamma, X, kernel):
+    """The numeric gamma the kernel will use on X, None for a kernel without one.
+
+    "median"/"scale" by fastkern's one rule (resolve_gamma); None by the
+    kernel function's own default (1 / number of features where it is None,
+    as scikit-learn), so that the summary can print the value.
+    """
+    import inspect
+
+    from fastkern._kernel_api import resolve_gamma as resolve
+    from fastkern._kernel_api import takes_gamma
+
+    if not takes_gamma(kernel):
+        return None
+    if gamma is None:
+        from fastkern import pairwise
+
+        function = getattr(pairwise, "_FUNCTIONS", {}).get(kernel)
+        default = (inspect.signature(function).parameters["gamma"].default
+                   if function is not None else None)
+        return 1.0 / X.shape[1] if default is None else float(default)
+    return resolve(gamma, X, kernel)
+
+
+def gamma_text(gamma, given):
+    if gamma is None:
+        return "the kernel's default gamma"
+    source = f" ({given})" if isinstance(given, str) else ""
+    return f"gamma {gamma:.4g}{source}"

@@ -1,0 +1,230 @@
+"""``fastkern bench``: fastkern against scikit-learn, side by side.
+
+The installed package carries only this quick comparison; the full harness
+(naive and NumPy baselines, peak memory in fresh processes, numba, numexpr,
+pykeops, the kernlab-style methods) lives in the source checkout's
+benchmarks/ folder, which ``--full`` and ``--methods`` run when it is there.
+"""
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+from fastkern.cli import _common
+from fastkern.cli._common import PLOT_EXTRA, CLIError, Outputs
+
+TASKS = ("RBF Gram", "centering", "KernelPCA", "KernelRidge")
+SIZES = [1000, 4000]
+QUICK_SIZES = [200, 400]
+N_FEATURES = 16
+N_COMPONENTS = 5
+RIDGE_ALPHA = 1.0
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+
+DESCRIPTION = f"""\
+Time fastkern against scikit-learn on the same data, side by side in this
+process: the RBF Gram (d={N_FEATURES}), the double centering of that Gram, KernelPCA
+({N_COMPONENTS} components; scikit-learn's with arpack) and KernelRidge (alpha={RIDGE_ALPHA:g}),
+at {','.join(map(str, SIZES))} rows (--quick: {','.join(map(str, QUICK_SIZES))} rows, one round). Calls alternate between
+the two libraries round by round; the fastest of --rounds is shown, with the
+speed-up and the largest difference between the two results.
+
+This quick comparison is all the installed package has. From a source
+checkout (the benchmarks/ folder next to fastkern/), --full runs the full
+harness: a naive Python loop and vectorised NumPy as well, peak memory of
+each call in a fresh process, and numba, numexpr and pykeops where installed
+(pip install "fastkern[bench]"), with --json and --plot (the plot needs
+pip install "fastkern[plot]"); --methods compares kernel CCA, the MMD/HSIC
+tests, chi2, string and graph kernels against cca-zoo, hyppo, scikit-learn
+and grakel. The pytest-benchmark suite is
+`pytest benchmarks/ --benchmark-only`."""
+
+
+def _size_list(text):
+    sizes = []
+    for part in text.split(","):
+        try:
+            n = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated sample counts like 1000,4000, got {text!r}") from None
+        if n < 10:
+            raise argparse.ArgumentTypeError(f"sample counts must be at least 10, got {n}")
+        sizes.append(n)
+    return sorted(set(sizes))
+
+
+def add_parser(sub):
+    parser = _common.add_command(
+        sub, "bench", help="time fastkern against scikit-learn (--full: the benchmark harness "
+                           "of a source checkout)",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"small sizes ({','.join(map(str, QUICK_SIZES))}) and one round: "
+                             "seconds")
+    parser.add_argument("--sizes", type=_size_list, default=None, metavar="N1,N2,...",
+                        help=f"sample counts (default: {','.join(map(str, SIZES))})")
+    parser.add_argument("--rounds", type=_common.positive_int, default=None, metavar="R",
+                        help="calls of each side, fastest shown (default: 3; --quick: 1)")
+    parser.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--full", action="store_true",
+                        help="the full harness of a source checkout (benchmarks/)")
+    parser.add_argument("--methods", action="store_true",
+                        help="the methods' comparison of a source checkout (benchmarks/)")
+    parser.add_argument("--plot", default=None, metavar="FILE",
+                        help=f"with --full: time against N, one panel per task ({PLOT_EXTRA})")
+    _common.add_threads(parser)
+    parser.set_defaults(func=run)
+
+
+def make_data(n, d=N_FEATURES, seed=0):
+    """Standard normal features and a smooth noisy target."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    return X, np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
+
+
+def pairs(n, n_threads):
+    """{task: (scikit-learn callable, fastkern callable)} on the same data of n rows."""
+    from sklearn.decomposition import KernelPCA as SkKernelPCA
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+    from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+    from sklearn.preprocessing import KernelCenterer as SkKernelCenterer
+
+    import fastkern
+
+    X, y = make_data(n)
+    gamma = 1.0 / N_FEATURES
+    K = sk_rbf(X, gamma=gamma)
+
+    def embedding(est):
+        # Eigenvector signs are arbitrary: compare |Z|.
+        return lambda: np.abs(est.fit_transform(X))
+
+    def ridge(est):
+        return lambda: est.fit(X, y).dual_coef_
+
+    return {
+        "RBF Gram": (lambda: sk_rbf(X, gamma=gamma),
+                     lambda: fastkern.rbf_kernel(X, gamma=gamma, n_threads=n_threads)),
+        "centering": (lambda: SkKernelCenterer().fit_transform(K),
+                      lambda: fastkern.center_gram(K, n_threads=n_threads)),
+        "KernelPCA": (embedding(SkKernelPCA(N_COMPONENTS, kernel="rbf", gamma=gamma,
+                                            eigen_solver="arpack", random_state=0)),
+                      embedding(fastkern.KernelPCA(N_COMPONENTS, kernel="rbf", gamma=gamma,
+                                                   n_threads=n_threads, random_state=0))),
+        "KernelRidge": (ridge(SkKernelRidge(alpha=RIDGE_ALPHA, kernel="rbf", gamma=gamma)),
+                        ridge(fastkern.KernelRidge(alpha=RIDGE_ALPHA, kernel="rbf", gamma=gamma,
+                                                   n_threads=n_threads))),
+    }
+
+
+def compare(sizes, rounds, n_threads, progress=None):
+    """One row per (task, size): fastest time of each side and their largest difference."""
+    rows = []
+    total = len(sizes) * len(TASKS)
+    for n in sizes:
+        for task, (theirs, ours) in pairs(n, n_threads).items():
+            if progress is not None:
+                progress.step(len(rows), total, f"{task} at N={n}")
+            # Warm-up: imports, thread pools and the first touch of the output.
+            difference = float(np.max(np.abs(theirs() - ours())))
+            best = {"scikit-learn": np.inf, "fastkern": np.inf}
+            for _ in range(rounds):
+                for name, fn in (("scikit-learn", theirs), ("fastkern", ours)):
+                    t0 = time.perf_counter()
+                    fn()
+                    best[name] = min(best[name], time.perf_counter() - t0)
+            rows.append({"task": task, "n": n, "sklearn_s": best["scikit-learn"],
+                         "fastkern_s": best["fastkern"],
+                         "speedup": best["scikit-learn"] / best["fastkern"],
+                         "max_abs_difference": difference})
+    if progress is not None:
+        progress.close()
+    return rows
+
+
+def _fmt_time(s):
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def format_rows(rows):
+    header = (f"{'task':<12} {'N':>6}  {'scikit-learn':>12} {'fastkern':>10} "
+              f"{'speed-up':>9} {'max |diff|':>11}")
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(f"{r['task']:<12} {r['n']:>6}  {_fmt_time(r['sklearn_s']):>12} "
+                     f"{_fmt_time(r['fastkern_s']):>10} {r['speedup']:>8.3g}x "
+                     f"{r['max_abs_difference']:>11.2e}")
+    return "\n".join(lines)
+
+
+def _harness():
+    """The benchmark harness of the source checkout, imported from benchmarks/."""
+    if not (BENCHMARKS / "_harness" / "__init__.py").is_file():
+        raise CLIError("--full and --methods run the benchmark harness of a source checkout "
+                       f"(benchmarks/ next to fastkern/, not found at {BENCHMARKS}); the "
+                       "installed package has the quick comparison (fastkern bench)")
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    from _harness import command, measuring
+
+    return command, measuring
+
+
+def run(args):
+    from fastkern._threads import blas_limit
+
+    if args.full and args.methods:
+        raise CLIError("--full and --methods are two different runs: give one")
+    if args.methods:
+        if args.sizes or args.json or args.plot or args.rounds:
+            raise CLIError("--methods takes --quick and --threads only (its sizes are fixed)")
+        command, _ = _harness()
+        command.run_methods(args.threads, args.quick)
+        return 0
+    if args.plot is not None and not args.full:
+        raise CLIError("--plot needs --full (the quick comparison has no plot)")
+    with Outputs() as outputs:
+        json_out = outputs.add(args.json, "--json")
+        plot_out = outputs.add(args.plot, "--plot", plot=True)
+        if args.full:
+            if args.rounds:
+                raise CLIError("--rounds is for the quick comparison; --full times each call "
+                               "until it has spent its budget")
+            command, measuring = _harness()
+            try:
+                command.run_full(args.sizes, args.threads, args.quick, json_out, plot_out)
+            except measuring.MeasurementError as exc:
+                raise CLIError(str(exc)) from None
+        else:
+            sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
+            rounds = args.rounds or (1 if args.quick else 3)
+            from fastkern import config_info
+
+            info = config_info()
+            print(f"fastkern {info['fastkern']} against scikit-learn, {info['cores']} cores, "
+                  f"threads: {args.threads or info['threads']}; fastest of {rounds} "
+                  "alternating call(s) in this process; d = 16")
+            sys.stdout.flush()
+            bar = _common.progress_bar(argparse.Namespace(progress=None), "bench")
+            with blas_limit(args.threads):
+                rows = compare(sizes, rounds, args.threads, bar)
+            print(format_rows(rows))
+            if json_out is not None:
+                with open(json_out.tmp, "w") as f:
+                    json.dump({"machine": info, "threads": args.threads, "rounds": rounds,
+                               "n_features": N_FEATURES, "results": rows}, f, indent=2,
+                              default=str)
+        outputs.commit()
+    for path in (args.json, args.plot):
+        if path is not None:
+            print(f"wrote {path}")
+    return 0

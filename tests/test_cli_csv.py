@@ -1,0 +1,302 @@
+"""The command line on CSV files as people have them (issue 26, items 9-13).
+
+In-process runs through tests/test_cli.py's ``fastkern`` helper; the numbers
+are checked against scikit-learn or NumPy on the same data.
+"""
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_cli import assert_usage_error, fastkern, write_csv
+
+
+@pytest.fixture
+def measured(tmp_path):
+    """60 rows: an integer id 1..60, three measurements, a class and a continuous target."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((60, 3)) * [1.0, 10.0, 100.0]
+    cls = np.where(X[:, 0] > 0, "up", "down")
+    target = X[:, 0] + 0.1 * rng.standard_normal(60)
+    rows = [["id", "a", "b", "c", "cls", "target"]] + [
+        [i + 1, *map(_num, x), c, _num(t)] for i, (x, c, t) in enumerate(zip(X, cls, target))]
+    return write_csv(tmp_path / "m.csv", rows), X, cls, target
+
+
+def _num(v):
+    return repr(float(v))
+
+
+def _standardised(X):
+    return (X - X.mean(axis=0)) / X.std(axis=0)
+
+
+def _pcs(stdout):
+    rows = list(csv.reader(stdout.splitlines()))
+    return rows[0], np.array([[float(v) for v in r[:2]] for r in rows[1:]])
+
+
+def _reference(X, k=2):
+    from sklearn.decomposition import KernelPCA
+
+    return KernelPCA(k, kernel="rbf", gamma=1 / X.shape[1]).fit_transform(_standardised(X))
+
+
+# ---------------------------------------------------------------- item 9: id columns
+
+
+def test_text_id_column_error_names_drop_columns(tmp_path, measured):
+    data, X, _, _ = measured
+    text = write_csv(tmp_path / "t.csv", [["id", "a", "b"]] + [[f"s{i}", *map(_num, x[:2])]
+                                                            for i, x in enumerate(X)])
+    proc = fastkern("kpca", text, cwd=tmp_path)
+    assert_usage_error(proc, "line 2", "column 'id'", "non-numeric value 's0'",
+                       "--drop-columns id", "--label-column")
+    ok = fastkern("kpca", text, "--drop-columns", "id", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    _, Z = _pcs(ok.stdout)
+    np.testing.assert_allclose(np.abs(Z), np.abs(_reference(X[:, :2])), atol=1e-7)
+
+
+def test_integer_id_column_is_reported_and_can_be_dropped(tmp_path, measured):
+    data, X, _, _ = measured
+    proc = fastkern("kpca", data, "--label-column", "cls", "--drop-columns", "target",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("fastkern kpca: warning: column 'id' looks like a row id (the integers 1 to 60 in "
+            "row order) and is used as a feature; --drop-columns id leaves it out") in proc.stderr
+    ok = fastkern("kpca", data, "--label-column", "cls", "--drop-columns", "id,target",
+                  cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "row id" not in ok.stderr and "features (a,b,c)" in ok.stderr
+    header, Z = _pcs(ok.stdout)
+    assert header == ["PC1", "PC2", "cls"]
+    np.testing.assert_allclose(np.abs(Z), np.abs(_reference(X)), atol=1e-7)
+    # By 0-based index too; a dropped column may not also be the label.
+    by_index = fastkern("kpca", data, "--label-column", "4", "--drop-columns", "0,5",
+                        cwd=tmp_path)
+    assert by_index.stdout == ok.stdout
+    assert_usage_error(fastkern("kpca", data, "--drop-columns", "nope", cwd=tmp_path),
+                       "--drop-columns", "'nope' not found")
+
+
+# ---------------------------------------------------------------- item 11: missing values
+
+
+@pytest.mark.parametrize("hole", ["", "NA", "nan", "?"])
+def test_missing_value_is_named_and_drop_missing_drops_its_row(tmp_path, measured, hole):
+    _, X, _, _ = measured
+    rows = [["a", "b", "c"]] + [list(map(_num, x)) for x in X]
+    rows[4][1] = hole
+    data = write_csv(tmp_path / "h.csv", rows)
+    proc = fastkern("kpca", data, cwd=tmp_path)
+    assert_usage_error(proc, "line 5", "column 'b'", f"missing value {hole!r}", "--drop-missing")
+    assert "non-numeric" not in proc.stderr
+    ok = fastkern("kpca", data, "--drop-missing", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "fastkern kpca: dropped 1 of 60 rows with a missing value (--drop-missing)" \
+        in ok.stderr
+    _, Z = _pcs(ok.stdout)
+    np.testing.assert_allclose(np.abs(Z), np.abs(_reference(np.delete(X, 3, axis=0))),
+                               atol=1e-7)
+
+
+def test_cca_drop_missing_and_columns(tmp_path, measured):
+    from fastkern.cca import KernelCCA
+
+    _, X, _, target = measured
+    rows = [["note", "a", "b", "c", "t"]] + [["x", *map(_num, x), _num(t)]
+                                             for x, t in zip(X, target)]
+    rows[10][4] = "NA"
+    data = write_csv(tmp_path / "v.csv", rows)
+    assert_usage_error(fastkern("cca", data, "--x-columns", "a,b", "--y-columns", "t",
+                                cwd=tmp_path), "line 11", "missing value 'NA'")
+    proc = fastkern("cca", data, "--x-columns", "a,b", "--y-columns", "t", "--drop-missing",
+                    "--components", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "dropped 1 of 60 rows" in proc.stderr
+    keep = np.arange(60) != 9
+    Xs, Ys = _standardised(X[keep, :2]), _standardised(target[keep, None])
+    ref = KernelCCA(1, gamma=0.5, gamma_y=1.0).fit(Xs, Ys)
+    assert f"canonical correlations [{ref.canonical_correlations_[0]:.4g}]" in proc.stderr
+    assert_usage_error(fastkern("cca", data, "--x-columns", "a", "--y-columns", "t",
+                                "--drop-columns", "a", cwd=tmp_path), "--drop-columns")
+
+
+# ---------------------------------------------------------------- item 12: the plot
+
+
+def _figure(monkeypatch):
+    """Keep the figure kpca draws (its axes are checked instead of pixels)."""
+    from fastkern.cli import _plot
+
+    kept = []
+    save = _plot.save
+
+    def keep(fig, out):
+        kept.append(fig)
+        save(fig, out)
+    monkeypatch.setattr(_plot, "save", keep)
+    return kept
+
+
+def _total_variance(Xs):
+    from sklearn.metrics.pairwise import rbf_kernel
+    from sklearn.preprocessing import KernelCenterer
+
+    return np.trace(KernelCenterer().fit_transform(rbf_kernel(Xs, gamma=1 / Xs.shape[1])))
+
+
+def test_numeric_label_gets_a_colour_bar_and_axes_their_variance_share(tmp_path, measured,
+                                                                       monkeypatch):
+    data, X, _, _ = measured
+    kept = _figure(monkeypatch)
+    proc = fastkern("kpca", data, "--drop-columns", "id,cls", "--label-column", "target",
+                    "--plot", tmp_path / "p.png", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr and "warning" not in proc.stderr, proc.stderr
+    (fig,) = kept
+    ax, bar = fig.axes  # the scatter and its colour bar
+    assert ax.get_legend() is None and bar.get_ylabel() == "target"
+    from sklearn.decomposition import KernelPCA
+
+    Xs = _standardised(X)
+    ev = KernelPCA(2, kernel="rbf", gamma=1 / 3).fit(Xs).eigenvalues_
+    share = ev / _total_variance(Xs)
+    assert ax.get_xlabel() == f"PC1 ({share[0]:.1%} of total variance)"
+    assert ax.get_ylabel() == f"PC2 ({share[1]:.1%} of total variance)"
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_few_classes_get_a_legend(tmp_path, measured, monkeypatch):
+    data, _, _, _ = measured
+    kept = _figure(monkeypatch)
+    proc = fastkern("kpca", data, "--drop-columns", "id,target", "--label-column", "cls",
+                    "--plot", tmp_path / "p.png", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (fig,) = kept
+    (ax,) = fig.axes
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["down", "up"]
+
+
+# ---------------------------------------------------------------- item 13
+
+
+def test_unknown_option_names_the_subcommand(tmp_path, measured):
+    data, _, _, _ = measured
+    assert_usage_error(fastkern("kpca", data, "--bogus", cwd=tmp_path),
+                       "fastkern kpca: error: unrecognized arguments: --bogus")
+    assert_usage_error(fastkern("test", "hsic", data, "--x-columns", "a", "--bogus",
+                                cwd=tmp_path),
+                       "fastkern test hsic: error: unrecognized arguments: --bogus")
+
+
+@pytest.mark.parametrize("gamma", ["median", "scale"])
+def test_kpca_and_cca_take_gamma_strings(tmp_path, measured, gamma):
+    from fastkern._kernel_api import resolve_gamma
+
+    data, X, _, _ = measured
+    proc = fastkern("kpca", data, "--drop-columns", "id,cls,target", "--gamma", gamma,
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    g = resolve_gamma(gamma, _standardised(X), "rbf")
+    assert f"gamma {g:.4g} ({gamma})" in proc.stderr
+    from sklearn.decomposition import KernelPCA
+
+    ref = KernelPCA(2, kernel="rbf", gamma=g).fit_transform(_standardised(X))
+    np.testing.assert_allclose(np.abs(_pcs(proc.stdout)[1]), np.abs(ref), atol=1e-7)
+    cca = fastkern("cca", data, "--x-columns", "a,b", "--y-columns", "c", "--gamma", gamma,
+                   cwd=tmp_path)
+    assert cca.returncode == 0, cca.stderr
+    gx = resolve_gamma(gamma, _standardised(X[:, :2]), "rbf")
+    gy = resolve_gamma(gamma, _standardised(X[:, 2:]), "rbf")
+    assert f"gamma {gx:.4g} / {gy:.4g}" in cca.stderr
+
+
+def test_every_kernel_and_solver_is_offered(tmp_path, measured):
+    from sklearn.metrics.pairwise import polynomial_kernel
+    from sklearn.preprocessing import KernelCenterer
+
+    from fastkern.decomposition import EIGEN_SOLVERS
+    from fastkern.pairwise import KERNEL_PARAMS
+
+    data, X, _, _ = measured
+    help_text = fastkern("kpca", "--help", cwd=tmp_path).stdout
+    for name in list(KERNEL_PARAMS) + list(EIGEN_SOLVERS):
+        assert name in help_text, name
+    positive = write_csv(tmp_path / "pos.csv", np.abs(X).tolist())
+    for name in KERNEL_PARAMS:
+        proc = fastkern("kpca", data, "--drop-columns", "id,cls,target", "--kernel", name,
+                        "--components", "1", cwd=tmp_path)
+        if "negative values" in proc.stderr:  # chi2 and the like: raw non-negative data
+            assert "use --no-scale" in proc.stderr
+            proc = fastkern("kpca", positive, "--no-scale", "--kernel", name, "--components",
+                            "1", cwd=tmp_path)
+        assert proc.returncode == 0, (name, proc.stderr)
+    # Kernel parameters reach the kernel: a degree-2 polynomial, coef0 0.5.
+    proc = fastkern("kpca", data, "--drop-columns", "id,cls,target", "--kernel", "poly",
+                    "--degree", "2", "--coef0", "0.5", "--gamma", "0.4", "--solver", "dense",
+                    cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    K = KernelCenterer().fit_transform(
+        polynomial_kernel(_standardised(X), degree=2, gamma=0.4, coef0=0.5))
+    top = np.sort(np.linalg.eigvalsh(K))[::-1][:2]
+    np.testing.assert_allclose(np.sum(_pcs(proc.stdout)[1] ** 2, axis=0), top, rtol=1e-8)
+    # The incomplete Cholesky solver, missing from the old hand-written list.
+    ichol = fastkern("kpca", data, "--drop-columns", "id,cls,target", "--solver",
+                     "incomplete_cholesky", cwd=tmp_path)
+    assert ichol.returncode == 0 and "solver incomplete_cholesky" in ichol.stderr, ichol.stderr
+
+
+# ---------------------------------------------------------------- matplotlib is optional
+
+
+def test_no_matplotlib_at_import_time(tmp_path):
+    code = ("import sys, fastkern, fastkern.cli\n"
+            "from fastkern.cli import bench, cca, demo, kpca, test, _csv, _plot\n"
+            "fastkern.cli.build_parser()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+_WITHOUT_MATPLOTLIB = """
+import sys
+sys.modules["matplotlib"] = None  # import matplotlib raises ImportError
+from fastkern.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_without_matplotlib(tmp_path, measured):
+    data, _, _, _ = measured
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", _WITHOUT_MATPLOTLIB, *map(str, args)], capture_output=True,
+        text=True, cwd=tmp_path, timeout=300)
+    demo = run("demo")
+    assert demo.returncode == 0, demo.stderr
+    assert "KernelPCA  LOO 1-NN accuracy" in demo.stdout and "wrote" not in demo.stdout
+    assert demo.stderr.strip().splitlines() == [
+        'fastkern demo: no figure written: the figure needs matplotlib '
+        '(pip install "fastkern[plot]")']
+    assert not (tmp_path / "fastkern-demo.png").exists()
+    plot = run("kpca", data, "--plot", tmp_path / "p.png")
+    assert plot.returncode == 2 and plot.stdout == ""
+    assert plot.stderr.strip().splitlines() == [
+        'fastkern kpca: error: --plot needs matplotlib: pip install "fastkern[plot]"']
+
+
+def test_ctrl_c_while_the_command_starts(tmp_path, monkeypatch):
+    """Ctrl-C while the parser and the commands' modules load: one line naming the
+    command and status 130, no traceback."""
+    from fastkern import cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    proc = fastkern("kpca", "--threads", "2", "d.csv", cwd=tmp_path)
+    assert proc.returncode == 130
+    assert proc.stderr == "fastkern kpca: interrupted\n"
