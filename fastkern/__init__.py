@@ -1,84 +1,81 @@
 """fastkern: fast kernel methods with Cython/OpenMP Gram matrices."""
+import importlib
+
 from fastkern._version import __version__
 # First: it loads the OpenMP runtime with fastkern's wait policy (fastkern._threads).
 from fastkern import _threads  # noqa: F401  isort: skip
 
-from fastkern._config import config_info, show_config
-from fastkern.cca import KernelCCA
-from fastkern.centering import KernelCenterer, center_gram
-from fastkern.decomposition import KernelPCA
-from fastkern.fda import KernelFDA
-from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
-from fastkern.kernel_tests import hsic_test, linear_mmd_test, mmd_test
-from fastkern.kernels import min_eigenvalue
-from fastkern._gamma import estimate_gamma
-from fastkern.lowrank import incomplete_cholesky
-from fastkern.nystroem import Nystroem
-from fastkern.pairwise import (
-    additive_chi2_kernel,
-    anova_kernel,
-    bessel_kernel,
-    chi2_kernel,
-    cosine_similarity,
-    exponential_kernel,
-    histogram_intersection_kernel,
-    laplacian_kernel,
-    laplacian_l2_kernel,
-    linear_kernel,
-    pairwise_kernels,
-    polynomial_kernel,
-    rbf_kernel,
-    sigmoid_kernel,
-    spline_kernel,
-)
-from fastkern.sir import KernelSIR, SlicedInverseRegression
-from fastkern.structured import (AllSubstrings, BoundedRange, ExponentialDecay, Jaccard, MinMax,
-                                 SetIntersection, Spectrum, Subsequence, Substring,
-                                 WeisfeilerLehman, stringdot)
+# The public names, each loaded from its module at first use: `import fastkern`
+# then costs milliseconds instead of importing scikit-learn and every estimator,
+# and a command line started by `fastkern ...` can answer Ctrl-C from its first
+# line (PEP 562).
+_PUBLIC = {
+    "config_info": "_config",
+    "show_config": "_config",
+    "estimate_gamma": "_gamma",
+    "KernelCCA": "cca",
+    "KernelCenterer": "centering",
+    "center_gram": "centering",
+    "KernelPCA": "decomposition",
+    "KernelFDA": "fda",
+    "KernelRidge": "kernel_ridge",
+    "KernelRidgeCV": "kernel_ridge",
+    "hsic_test": "kernel_tests",
+    "linear_mmd_test": "kernel_tests",
+    "mmd_test": "kernel_tests",
+    "min_eigenvalue": "kernels",
+    "incomplete_cholesky": "lowrank",
+    "Nystroem": "nystroem",
+    "additive_chi2_kernel": "pairwise",
+    "anova_kernel": "pairwise",
+    "bessel_kernel": "pairwise",
+    "chi2_kernel": "pairwise",
+    "cosine_similarity": "pairwise",
+    "exponential_kernel": "pairwise",
+    "histogram_intersection_kernel": "pairwise",
+    "laplacian_kernel": "pairwise",
+    "laplacian_l2_kernel": "pairwise",
+    "linear_kernel": "pairwise",
+    "pairwise_kernels": "pairwise",
+    "polynomial_kernel": "pairwise",
+    "rbf_kernel": "pairwise",
+    "sigmoid_kernel": "pairwise",
+    "spline_kernel": "pairwise",
+    "KernelSIR": "sir",
+    "SlicedInverseRegression": "sir",
+    "AllSubstrings": "structured",
+    "BoundedRange": "structured",
+    "ExponentialDecay": "structured",
+    "Jaccard": "structured",
+    "MinMax": "structured",
+    "SetIntersection": "structured",
+    "Spectrum": "structured",
+    "Subsequence": "structured",
+    "Substring": "structured",
+    "WeisfeilerLehman": "structured",
+    "stringdot": "structured",
+}
 
-__all__ = [
-    "AllSubstrings",
-    "BoundedRange",
-    "ExponentialDecay",
-    "Jaccard",
-    "KernelCCA",
-    "KernelCenterer",
-    "KernelFDA",
-    "KernelPCA",
-    "KernelRidge",
-    "KernelRidgeCV",
-    "KernelSIR",
-    "MinMax",
-    "Nystroem",
-    "SetIntersection",
-    "SlicedInverseRegression",
-    "Spectrum",
-    "Subsequence",
-    "Substring",
-    "WeisfeilerLehman",
-    "additive_chi2_kernel",
-    "anova_kernel",
-    "bessel_kernel",
-    "center_gram",
-    "chi2_kernel",
-    "config_info",
-    "cosine_similarity",
-    "estimate_gamma",
-    "exponential_kernel",
-    "hsic_test",
-    "histogram_intersection_kernel",
-    "incomplete_cholesky",
-    "laplacian_kernel",
-    "laplacian_l2_kernel",
-    "linear_kernel",
-    "linear_mmd_test",
-    "min_eigenvalue",
-    "mmd_test",
-    "pairwise_kernels",
-    "polynomial_kernel",
-    "rbf_kernel",
-    "show_config",
-    "sigmoid_kernel",
-    "stringdot",
-    "spline_kernel",
-]
+__all__ = sorted(_PUBLIC)
+
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        if name.startswith("__"):
+            raise AttributeError(f"module 'fastkern' has no attribute {name!r}")
+        # A submodule reached as an attribute (fastkern.pairwise after `import fastkern`).
+        try:
+            return importlib.import_module(f"fastkern.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"fastkern.{name}":
+                raise
+            raise AttributeError(f"module 'fastkern' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"fastkern.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

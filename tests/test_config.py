@@ -14,7 +14,8 @@ import fastkern
 from fastkern import _openmp
 from fastkern._validation import check_n_threads
 
-KEYS = {"fastkern", "python", "numpy", "scipy", "openmp", "threads", "cores", "blas"}
+KEYS = {"fastkern", "python", "numpy", "scipy", "openmp", "threads", "wait_policy", "cores",
+        "blas"}
 
 
 def test_config_info_keys_and_values():

@@ -1,0 +1,129 @@
+"""The execution context (fastkern._threads): n_threads, the OpenMP wait policy,
+the serial path for small work and the BLAS limit."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+import fastkern
+from fastkern import _openmp, _threads
+
+needs_openmp = pytest.mark.skipif(not _openmp.openmp_enabled(), reason="serial build")
+
+
+@pytest.mark.parametrize("bad", [4097, 50_000, 100_000, 2**40])
+def test_too_many_threads_is_a_value_error_naming_n_threads(bad):
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ValueError, match="n_threads"):
+        fastkern.rbf_kernel(X, n_threads=bad)
+    with pytest.raises(ValueError, match="n_threads"):
+        fastkern.KernelPCA(2, n_threads=bad).fit(X)
+    with pytest.raises(ValueError, match="n_threads"):
+        fastkern.KernelRidge(n_threads=bad).fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_non_positive_threads_is_a_value_error(bad):
+    with pytest.raises(ValueError, match="n_threads"):
+        fastkern.rbf_kernel(np.eye(3), n_threads=bad)
+
+
+@pytest.mark.parametrize("bad", [2.0, "2", True])
+def test_non_integer_threads_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="n_threads"):
+        fastkern.rbf_kernel(np.eye(3), n_threads=bad)
+
+
+@needs_openmp
+def test_many_threads_on_a_large_gram_gives_the_same_bits():
+    """More threads than tiles: the tile buffers follow the tiles, not n_threads."""
+    X = np.random.default_rng(1).normal(size=(700, 20))
+    np.testing.assert_array_equal(fastkern.rbf_kernel(X, n_threads=4096),
+                                  fastkern.rbf_kernel(X, n_threads=1))
+
+
+_IDLE_CPU = textwrap.dedent("""
+    import time, numpy as np, fastkern
+    X = np.random.default_rng(0).normal(size=(3000, 8))
+    fastkern.rbf_kernel(X, n_threads=2)      # wakes fastkern's OpenMP threads
+    t0, c0 = time.perf_counter(), time.process_time()
+    time.sleep(0.3)
+    print(time.process_time() - c0)
+""")
+
+
+def _idle_cpu_seconds(**env):
+    full = {k: v for k, v in os.environ.items() if k not in _threads._WAIT_VARIABLES}
+    full.update(env)
+    full["PYTHONPATH"] = os.path.dirname(os.path.dirname(fastkern.__file__))
+    out = subprocess.run([sys.executable, "-c", _IDLE_CPU], env=full, capture_output=True,
+                         text=True, timeout=120, check=True)
+    return float(out.stdout.split()[-1])
+
+
+@needs_openmp
+def test_idle_openmp_threads_sleep_unless_the_user_asks_them_to_spin():
+    """After a parallel region the process uses no CPU while it sleeps; with the
+    user's OMP_WAIT_POLICY=active (the control) its idle thread spins."""
+    assert _idle_cpu_seconds() < 0.05
+    assert _idle_cpu_seconds(OMP_WAIT_POLICY="active") > 0.1
+
+
+def test_the_wait_policy_leaves_the_environment_alone():
+    code = ("import os, fastkern; print('OMP_WAIT_POLICY' in os.environ, "
+            "fastkern.config_info()['wait_policy'])")
+    env = {k: v for k, v in os.environ.items() if k not in _threads._WAIT_VARIABLES}
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(fastkern.__file__))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out.startswith("False passive")
+    env["GOMP_SPINCOUNT"] = "1000"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert "GOMP_SPINCOUNT=1000" in out
+
+
+def _blas_threads_seen():
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+class _Estimator:
+    def __init__(self, n_threads):
+        self.n_threads = n_threads
+
+    @_threads.limits_blas
+    def fit(self, X):
+        return _blas_threads_seen()
+
+
+def test_estimators_hold_blas_to_one_thread_on_small_data():
+    small = np.zeros((_threads.BLAS_SERIAL_ROWS - 1, 2))
+    large = np.zeros((_threads.BLAS_SERIAL_ROWS, 2))
+    assert _Estimator(2).fit(small) == {1}
+    assert _Estimator(2).fit(large) == {2}
+    assert _Estimator(None).fit(large) == {_threads.default_n_threads()}
+
+
+def test_unbatched_loops_are_serial_below_the_work_threshold(monkeypatch):
+    monkeypatch.setattr(_threads, "SERIAL_VALUES", 1 << 16)
+    assert _threads.threads_for(4, (1 << 16) - 1) == 1
+    assert _threads.threads_for(4, 1 << 16) == 4
+
+
+@pytest.mark.parametrize("n", [100, 333, 2000])
+def test_small_and_large_work_give_the_same_results_with_the_serial_path(n, monkeypatch):
+    """The serial decision changes the thread count only, never a bit of the result."""
+    from fastkern import _batches
+
+    X = np.random.default_rng(n).normal(size=(n, 10))
+    K0 = fastkern.rbf_kernel(X, n_threads=2)
+    C0 = fastkern.center_gram(K0.copy(), n_threads=2)
+    monkeypatch.setattr(_batches, "SERIAL_BELOW", 1e-3)
+    monkeypatch.setattr(_threads, "SERIAL_VALUES", 1 << 16)
+    K1 = fastkern.rbf_kernel(X, n_threads=2)
+    np.testing.assert_array_equal(K1, K0)
+    np.testing.assert_array_equal(fastkern.center_gram(K1, n_threads=2), C0)
