@@ -1,0 +1,67 @@
+"""
+========================================================
+Kernel CCA on two views: left and right halves of digits
+========================================================
+
+Canonical correlation analysis looks for a projection of each of two views
+of the same samples such that the two projections are maximally correlated.
+:class:`fastkern.KernelCCA` does this in the feature spaces of two kernels,
+with a ridge (``regularization``) that keeps the problem from matching the
+training samples perfectly.
+
+Here the two views of a handwritten digit are the left and the right half
+of its 8x8 image (32 pixels each).  Neither view is told which digit it
+shows, yet what the halves share is mostly the digit's identity, so the
+leading canonical variates group the images by digit.
+"""
+
+# %%
+# Two views of each image
+# -----------------------
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+from fastkern import KernelCCA
+
+digits = load_digits()
+images = digits.images / 16.0
+left = images[:, :, :4].reshape(len(images), -1)
+right = images[:, :, 4:].reshape(len(images), -1)
+(left_train, left_test, right_train, right_test,
+ y_train, y_test) = train_test_split(left, right, digits.target, train_size=1000,
+                                     random_state=0)
+
+# %%
+# Fit on 1000 images, evaluate on the 797 others
+# ----------------------------------------------
+# The regularised canonical correlations on the training data
+# (``canonical_correlations_``) are optimistic; the correlation of the two
+# views' projections on held-out images is the honest measure.
+kcca = KernelCCA(n_components=3, kernel="rbf", gamma=0.05, regularization=0.1)
+kcca.fit(left_train, right_train)
+U_test, V_test = kcca.transform(left_test, right_test)
+held_out = [np.corrcoef(U_test[:, j], V_test[:, j])[0, 1] for j in range(3)]
+print("training canonical correlations:", np.round(kcca.canonical_correlations_, 3))
+print("held-out correlations:          ", np.round(held_out, 3))
+
+# %%
+# The first canonical pair on held-out images
+# -------------------------------------------
+# Left: the first canonical variate of the left halves against that of the
+# right halves; the points lie close to the diagonal (the held-out
+# correlation printed above), coloured by the digit, which the model never
+# saw.  Right: the first two canonical variates of the left halves alone
+# already separate several digits.
+fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+sc = axes[0].scatter(U_test[:, 0], V_test[:, 0], c=y_test, cmap="tab10", s=8)
+axes[0].set_xlabel("left half, variate 1")
+axes[0].set_ylabel("right half, variate 1")
+axes[0].set_title(f"held-out correlation {held_out[0]:.2f}")
+axes[1].scatter(U_test[:, 0], U_test[:, 1], c=y_test, cmap="tab10", s=8)
+axes[1].set_xlabel("left half, variate 1")
+axes[1].set_ylabel("left half, variate 2")
+axes[1].set_title("left halves in the first two variates")
+fig.colorbar(sc, ax=axes, label="digit", ticks=range(10))
+plt.show()
