@@ -36,16 +36,19 @@ X_plot = np.linspace(0, 14, 300)[:, None]
 # %%
 # Composing kernels
 # -----------------
-# ``Linear() + RBF(gamma=2.0)`` is a ``Sum`` kernel object; calling it on
-# data returns its Gram matrix, the sum of the two parts' Gram matrices.
+# ``0.05 * Linear() + RBF(gamma=2.0)`` is a ``Sum`` of a ``Scaled`` linear
+# kernel and an RBF kernel; calling it on data returns its Gram matrix, the
+# sum of the two parts' Gram matrices.  (The factor 0.05 puts the linear
+# part, which grows as x^2, on the scale of the RBF part over the data.)
 # A difference of kernels is refused, since it need not be positive
 # definite.
 rbf = RBF(gamma=2.0)
-trend_plus_wiggles = Linear() + rbf
+trend = 0.05 * Linear()
+trend_plus_wiggles = trend + rbf
 print(trend_plus_wiggles)
 K_sum = trend_plus_wiggles(X)
 print("Gram of the sum = sum of the Grams:",
-      np.allclose(K_sum, Linear()(X) + rbf(X)))
+      np.allclose(K_sum, 0.05 * Linear()(X) + rbf(X)))
 try:
     Linear() - rbf
 except ValueError as exc:
@@ -61,12 +64,12 @@ except ValueError as exc:
 # (no training point is similar to x = 14), while the sum kernel continues
 # the linear trend.
 fits = {"RBF": KernelRidge(alpha=0.1, kernel=rbf).fit(X, y),
-        "Linear + RBF": KernelRidge(alpha=0.1, kernel=trend_plus_wiggles).fit(X, y)}
+        "0.05 * Linear + RBF": KernelRidge(alpha=0.1, kernel=trend_plus_wiggles).fit(X, y)}
 
 fig = plt.figure(figsize=(12, 4))
 grid = fig.add_gridspec(1, 5)
-for i, (title, K) in enumerate([("Linear", Linear()(X)), ("RBF", rbf(X)),
-                                ("Linear + RBF", K_sum)]):
+for i, (title, K) in enumerate([("0.05 * Linear", trend(X)), ("RBF", rbf(X)),
+                                ("0.05 * Linear + RBF", K_sum)]):
     ax = fig.add_subplot(grid[0, i])
     ax.imshow(K, cmap="viridis")
     ax.set_title(title)

@@ -49,7 +49,7 @@ for m in landmarks:
     errors.append(np.linalg.norm(K_train - F_train @ F_train.T) / np.linalg.norm(K_train))
     clf = RidgeClassifier(alpha=1e-3).fit(F_train, y_train)
     accuracy.append(clf.score(features.transform(X_test), y_test))
-    print(f"m={m:4d}: Gram error {errors[-1]:.3f}, accuracy {accuracy[-1]:.3f}")
+    print(f"m={m:4d}: Gram error {errors[-1]:.1e}, accuracy {accuracy[-1]:.3f}")
 print(f"exact RBF SVM accuracy {exact:.3f}")
 
 # %%
