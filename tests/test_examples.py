@@ -36,6 +36,11 @@ def _environment(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(
         [package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.pop("PYTHONWARNINGS", None)
+    # One thread each: the examples are small, and under pytest-xdist several
+    # run at once, where OpenMP and BLAS threads per example would only
+    # oversubscribe the cores (busy-waiting BLAS threads then take minutes).
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = "1"
     return env
 
 
