@@ -46,10 +46,11 @@ X, y = make_circles(n_samples=20_000, factor=0.3, noise=0.05, random_state=0)
 # last pass over K) to the ``"fastkern"`` logger.  Here they go
 # to standard output, where this page shows them; without a handler they
 # are printed to standard error.
+logger = logging.getLogger("fastkern")
 handler = logging.StreamHandler(sys.stdout)
 handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
-logging.getLogger("fastkern").addHandler(handler)
-logging.getLogger("fastkern").setLevel(logging.INFO)
+logger.addHandler(handler)
+logger.setLevel(logging.INFO)
 
 # %%
 # A progress callback
@@ -70,6 +71,9 @@ kpca = KernelPCA(n_components=2, kernel="rbf", gamma=2.0, eigen_solver="matrix-f
                  tol=1e-6, random_state=0, verbose=True)
 with reporting_progress(sink):
     Z = kpca.fit_transform(X)
+# Leave the logger as it was, for whatever runs next in this process.
+logger.removeHandler(handler)
+logger.setLevel(logging.NOTSET)
 print("eigenvalues:", np.round(kpca.eigenvalues_, 2))
 
 # %%
