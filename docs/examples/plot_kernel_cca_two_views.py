@@ -30,11 +30,11 @@ images = digits.images / 16.0
 left = images[:, :, :4].reshape(len(images), -1)
 right = images[:, :, 4:].reshape(len(images), -1)
 (left_train, left_test, right_train, right_test,
- y_train, y_test) = train_test_split(left, right, digits.target, train_size=1000,
+ y_train, y_test) = train_test_split(left, right, digits.target, train_size=600,
                                      random_state=0)
 
 # %%
-# Fit on 1000 images, evaluate on the 797 others
+# Fit on 600 images, evaluate on the 1197 others
 # ----------------------------------------------
 # ``canonical_correlations_`` are the regularised correlations on the
 # training images, where a flexible kernel could match the two views by
