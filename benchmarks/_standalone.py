@@ -237,14 +237,24 @@ def parser(name, description):
     return p
 
 
-def sizes_arg(text):
-    try:
-        sizes = [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-    if not sizes or min(sizes) < 10:
-        raise argparse.ArgumentTypeError(f"sizes must be integers >= 10, got {text!r}")
-    return sizes
+def int_list(minimum, what="sizes"):
+    """An argparse type: comma-separated integers, each at least `minimum`."""
+
+    def parse(text):
+        try:
+            values = [int(s) for s in text.replace(" ", "").split(",") if s]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers, got {text!r}") from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be integers >= {minimum}, "
+                                             f"got {text!r}")
+        return values
+
+    return parse
+
+
+sizes_arg = int_list(10)
 
 
 def default_path(name, quick):
