@@ -157,29 +157,60 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     as many as fit in `budget` seconds, within [min_rounds, max_rounds]; none
     after `deadline` (a time.monotonic() value) beyond min_rounds.
 
+    A contestant that raises is not called again: its entry has time_s None
+    and the error, and the others go on (one failing call must not lose a
+    run of minutes).
+
     Returns {name: {"time_s": fastest, "rounds": calls, "median_s": median}}.
     """
     names = list(fns)
     times = {name: [] for name in names}
+    errors = {}
 
     def one_round(order):
         for name in order:
+            if name in errors:
+                continue
             if settle:
                 time.sleep(settle)
             t0 = time.perf_counter()
-            fns[name]()
+            try:
+                fns[name]()
+            except Exception as exc:  # recorded in the results, see the docstring
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                say(f"  {name} failed: {errors[name]}")
+                continue
             times[name].append(time.perf_counter() - t0)
 
     one_round(names)
-    per_round = sum(t[0] for t in times.values())
+    per_round = sum(t[0] for t in times.values() if t)
     rounds = max_rounds if per_round <= 0 else int(budget // per_round)
     rounds = max(min_rounds, min(max_rounds, rounds))
     for r in range(1, rounds):
-        if r >= min_rounds and deadline is not None and time.monotonic() > deadline:
+        if len(errors) == len(names) or (
+                r >= min_rounds and deadline is not None and time.monotonic() > deadline):
             break
         one_round(names if r % 2 == 0 else names[::-1])
-    return {name: {"time_s": min(ts), "rounds": len(ts), "median_s": float(np.median(ts))}
-            for name, ts in times.items()}
+    out = {}
+    for name, ts in times.items():
+        if name in errors:
+            out[name] = {"time_s": None, "rounds": len(ts), "median_s": None,
+                         "error": errors[name]}
+        else:
+            out[name] = {"time_s": min(ts), "rounds": len(ts), "median_s": float(np.median(ts))}
+    return out
+
+
+def ratio(numerator, denominator):
+    """numerator / denominator, None when either time is missing (a failed call)."""
+    if numerator is None or denominator is None:
+        return None
+    return numerator / denominator
+
+
+def errors_of(timings):
+    """{name: error} of the contestants that failed, None when none did."""
+    return {k: v["error"] for k, v in timings.items() if v.get("error")} or None
 
 
 def warm_up():
@@ -264,11 +295,14 @@ def default_path(name, quick):
     return DATA_DIR / f"{name}-{slug}-{os.cpu_count()}core.json"
 
 
-def save(name, args, settings, results, *, notes=(), info=None, **extra):
-    """Write the JSON document (see the module docstring); returns its path."""
+def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
+    """Write the JSON document (see the module docstring); returns its path.
+
+    argv: the script's arguments as main() got them (None: the command line's)."""
     doc = {
         "benchmark": name, "format": FORMAT, "quick": bool(args.quick),
-        "command": " ".join([f"python benchmarks/bench_{name}.py"] + sys.argv[1:]),
+        "command": " ".join([f"python benchmarks/bench_{name}.py"]
+                            + list(sys.argv[1:] if argv is None else argv)),
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": host(), "machine": info if info is not None else machine(),
         "settings": settings, "results": results, "notes": list(notes),

@@ -156,11 +156,12 @@ def measure(task, n, condition, count, budget, rank):
     default, one = t["default"]["time_s"], t["one"]["time_s"]
     peer_s = t["peer"]["time_s"] if "peer" in t else None
     return {"task": task, "n": n, "condition": condition, "competitors": count,
-            "default_s": default, "one_thread_s": one, "peer": peer if peer_s else None,
+            "default_s": default, "one_thread_s": one, "peer": peer if "peer" in t else None,
             "peer_s": peer_s, "peer_missing": reason,
-            "default_over_one": default / one,
-            "peer_over_default": None if peer_s is None else peer_s / default,
-            "rounds": t["default"]["rounds"], "rank": rank if task == "inchol" else None}
+            "default_over_one": S.ratio(default, one),
+            "peer_over_default": S.ratio(peer_s, default),
+            "rounds": t["default"]["rounds"], "rank": rank if task == "inchol" else None,
+            "errors": S.errors_of(t)}
 
 
 def missed(doc):
@@ -169,7 +170,9 @@ def missed(doc):
         if r["condition"] != "busy":
             continue
         where = f"busy {r['task']} N={r['n']}"
-        if r["default_over_one"] > TARGET_THREADS:
+        if r["errors"]:
+            out.append(f"{where}: failed: {r['errors']}")
+        if r["default_over_one"] is not None and r["default_over_one"] > TARGET_THREADS:
             out.append(f"{where}: default threads {r['default_over_one']:.2f}x the time of "
                        f"n_threads=1, target <= {TARGET_THREADS}")
         if r["peer_over_default"] is not None and r["peer_over_default"] < TARGET_SKLEARN:
@@ -232,7 +235,7 @@ def main(argv=None):
                 "targets": {"default_over_one_max": TARGET_THREADS,
                             "peer_over_default_min": TARGET_SKLEARN},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, settings, rows, notes=notes, info=info)
+    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
     S.say(f"saved {path}")
     return {"results": rows, "path": str(path)}
 

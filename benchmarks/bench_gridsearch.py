@@ -64,8 +64,8 @@ def measure_grid(kind, n, budget):
     t = S.interleaved(fns, budget=budget, min_rounds=2, max_rounds=5)
     fk, sk = t["fastkern"]["time_s"], t["sklearn"]["time_s"]
     return {"part": "grid", "task": kind, "n": n, "d": D, "grid": "3x3", "cv": 3,
-            "n_jobs": -1, "fastkern_s": fk, "sklearn_s": sk, "ratio": sk / fk,
-            "rounds": t["fastkern"]["rounds"]}
+            "n_jobs": -1, "fastkern_s": fk, "sklearn_s": sk, "ratio": S.ratio(sk, fk),
+            "rounds": t["fastkern"]["rounds"], "errors": S.errors_of(t)}
 
 
 # ---------------------------------------------------------------- oversubscription
@@ -119,6 +119,10 @@ def measure_oversub(task, n, budget, repeats):
 def missed(doc):
     out = []
     for r in doc["results"]:
+        if r.get("errors"):
+            out.append(f"{r['part']} {r['task']} N={r['n']}: failed: {r['errors']}")
+        if r["ratio"] is None:
+            continue
         if r["part"] == "grid" and r["ratio"] < TARGET_GRID:
             out.append(f"GridSearchCV {r['task']} N={r['n']}: {r['ratio']:.2f}x scikit-learn, "
                        f"target >= {TARGET_GRID}")
@@ -159,7 +163,7 @@ def main(argv=None):
             rows.append(row)
             S.say(f"  GridSearchCV {kind:13s} N={n:<5d} scikit-learn "
                   f"{S.fmt_time(row['sklearn_s']):>9s} fastkern {S.fmt_time(row['fastkern_s']):>9s}"
-                  f"  {row['ratio']:.2f}x")
+                  f"  {S.fmt_ratio(row['ratio'])}")
     if "oversub" in tasks:
         for task in ("kpca", "rbf"):
             for n in oversub_sizes:
@@ -198,7 +202,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"grid_ratio_min": TARGET_GRID,
                                             "oversub_ratio_max": TARGET_OVERSUB},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, settings, rows, info=info)
+    path = S.save(NAME, args, argv, settings, rows, info=info)
     S.say(f"saved {path}")
     return {"results": rows, "path": str(path)}
 

@@ -89,12 +89,13 @@ def measure_cell(task, n, d, spectrum, gamma, budget):
     t = S.interleaved(contestants(task, X, y, gamma), budget=budget, max_rounds=15)
     sk = {name.partition(":")[2] or "default": v["time_s"] for name, v in t.items()
           if name.startswith("sklearn")}
-    setting = min(sk, key=sk.get)
+    ok = {k: v for k, v in sk.items() if v is not None}
+    setting = min(ok, key=ok.get) if ok else None
     fk = t["fastkern"]["time_s"]
     return {"task": task, "n": n, "d": d, "spectrum": spectrum, "gamma": gamma,
-            "fastkern_s": fk, "sklearn_s": sk[setting], "sklearn_setting": setting,
-            "sklearn_settings_s": sk, "ratio": sk[setting] / fk,
-            "rounds": t["fastkern"]["rounds"]}
+            "fastkern_s": fk, "sklearn_s": ok.get(setting), "sklearn_setting": setting,
+            "sklearn_settings_s": sk, "ratio": S.ratio(ok.get(setting), fk),
+            "rounds": t["fastkern"]["rounds"], "errors": S.errors_of(t)}
 
 
 def measure_auto(n, d, spectrum, gamma, budget, dense_max):
@@ -113,19 +114,24 @@ def measure_auto(n, d, spectrum, gamma, budget, dense_max):
 
     t = S.interleaved({s: (lambda s=s: fit(s)) for s in solvers}, budget=budget, max_rounds=15)
     times = {s: v["time_s"] for s, v in t.items()}
-    explicit = {s: v for s, v in times.items() if s != "auto"}
-    fastest = min(explicit, key=explicit.get)
+    explicit = {s: v for s, v in times.items() if s != "auto" and v is not None}
+    fastest = min(explicit, key=explicit.get) if explicit else None
     return {"task": "kpca_auto", "n": n, "d": d, "spectrum": spectrum, "gamma": gamma,
             "times_s": times, "auto_s": times["auto"], "auto_chose": chosen.get("solver"),
-            "fastest_solver": fastest, "fastest_s": explicit[fastest],
-            "ratio": times["auto"] / explicit[fastest],
-            "skipped": [] if "dense" in times else ["dense"], "rounds": t["auto"]["rounds"]}
+            "fastest_solver": fastest, "fastest_s": explicit.get(fastest),
+            "ratio": S.ratio(times["auto"], explicit.get(fastest)),
+            "skipped": [] if "dense" in times else ["dense"], "rounds": t["auto"]["rounds"],
+            "errors": S.errors_of(t)}
 
 
 def missed(doc):
     out = []
     for r in doc["results"]:
         where = f"{r['task']} N={r['n']} d={r['d']} {r['spectrum']}"
+        if r["errors"]:
+            out.append(f"{where}: failed: {r['errors']}")
+        if r["ratio"] is None:
+            continue
         if r["task"] == "kpca_auto":
             if r["ratio"] > TARGET_AUTO:
                 out.append(f"{where}: auto {r['ratio']:.2f}x the fastest ({r['fastest_solver']}),"
@@ -170,7 +176,7 @@ def main(argv=None):
                     S.say(f"  {task:5s} N={n:<6d} d={d:<3d} {spectrum:5s} sklearn "
                           f"{S.fmt_time(row['sklearn_s']):>9s} ({row['sklearn_setting']}) "
                           f"fastkern {S.fmt_time(row['fastkern_s']):>9s}  "
-                          f"{row['ratio']:.2f}x")
+                          f"{S.fmt_ratio(row['ratio'])}")
         if "auto" in tasks:
             for spectrum, gamma in spectra(auto_dim):
                 row = measure_auto(n, auto_dim, spectrum, gamma, budget, args.dense_max)
@@ -178,7 +184,7 @@ def main(argv=None):
                 S.say(f"  auto  N={n:<6d} d={auto_dim:<3d} {spectrum:5s} auto "
                       f"{S.fmt_time(row['auto_s'])} (chose {row['auto_chose']}), fastest "
                       f"{row['fastest_solver']} {S.fmt_time(row['fastest_s'])}: "
-                      f"{row['ratio']:.2f}x")
+                      f"{S.fmt_ratio(row['ratio'])}")
     elapsed = time.monotonic() - start
 
     cells = [r for r in rows if r["task"] != "kpca_auto"]
@@ -191,8 +197,8 @@ def main(argv=None):
             ("setting", lambda r: r["sklearn_setting"]),
             ("fastkern", lambda r: S.fmt_time(r["fastkern_s"])),
             ("ratio", lambda r: S.fmt_ratio(r["ratio"])),
-            ("", lambda r: "" if r["ratio"] >= TARGET else
-             ("SLOWER" if r["ratio"] < FLOOR else "< 2x"))]))
+            ("", lambda r: "FAILED" if r["ratio"] is None else "" if r["ratio"] >= TARGET
+             else ("SLOWER" if r["ratio"] < FLOOR else "< 2x"))]))
     auto = [r for r in rows if r["task"] == "kpca_auto"]
     if auto:
         S.say("\nKernelPCA eigen_solver='auto' time / fastest explicit solver (target <= 1.2):")
@@ -203,7 +209,8 @@ def main(argv=None):
             ("fastest", lambda r: r["fastest_solver"]),
             ("its time", lambda r: S.fmt_time(r["fastest_s"])),
             ("ratio", lambda r: S.fmt_ratio(r["ratio"])),
-            ("", lambda r: "" if r["ratio"] <= TARGET_AUTO else "> 1.2x")]))
+            ("", lambda r: "FAILED" if r["ratio"] is None else ""
+             if r["ratio"] <= TARGET_AUTO else "> 1.2x")]))
     misses = missed({"results": rows})
     S.say(f"\n{len(misses)} target(s) missed; {elapsed:.0f} s of measuring")
     notes = ["scikit-learn's eigen_solver='auto' is 'arpack' for N > 200 and fewer than 10 "
@@ -215,7 +222,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"ratio_min": TARGET, "ratio_floor": FLOOR,
                                             "auto_max": TARGET_AUTO},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, settings, rows, notes=notes, info=info)
+    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
     S.say(f"saved {path}")
     return {"results": rows, "path": str(path)}
 

@@ -72,15 +72,18 @@ def measure(task, n, counts, budget, min_rounds):
     out = np.empty((n, n)) if task == "gram" else None
     t = S.interleaved({c: contestant(task, X, c, out) for c in counts}, budget=budget,
                       min_rounds=min_rounds, max_rounds=5)
-    base = t[counts[0]]["time_s"] * counts[0]
+    base = S.ratio(t[counts[0]]["time_s"], 1.0 / counts[0])
     return [{"task": task, "n": n, "d": D, "threads": c, "time_s": t[c]["time_s"],
-             "rounds": t[c]["rounds"], "speedup": base / t[c]["time_s"]} for c in counts]
+             "rounds": t[c]["rounds"], "speedup": S.ratio(base, t[c]["time_s"]),
+             "error": t[c].get("error")} for c in counts]
 
 
 def missed(doc):
     out = []
     for r in doc["results"]:
-        if r["threads"] == TARGET_THREADS and r["task"] in TARGETS \
+        if r["error"]:
+            out.append(f"{r['task']} N={r['n']} at {r['threads']} threads failed: {r['error']}")
+        elif r["threads"] == TARGET_THREADS and r["task"] in TARGETS \
                 and r["speedup"] < TARGETS[r["task"]]:
             out.append(f"{r['task']} N={r['n']}: {r['speedup']:.1f}x at 16 threads, "
                        f"target >= {TARGETS[r['task']]}x")
@@ -130,7 +133,7 @@ def main(argv=None):
         rows += result
         for r in result:
             S.say(f"  {task:7s} N={n:<6d} {r['threads']:>3d} threads "
-                  f"{S.fmt_time(r['time_s']):>9s}  {r['speedup']:.2f}x")
+                  f"{S.fmt_time(r['time_s']):>9s}  {S.fmt_ratio(r['speedup'])}")
     elapsed = time.monotonic() - start
     S.say("\nspeed-up over 1 thread:")
     S.say(S.table(rows, [
@@ -147,7 +150,7 @@ def main(argv=None):
                 "gamma": GAMMA, "budget_s": budget, "large_n": bool(args.large_n),
                 "targets": {"threads": TARGET_THREADS, "speedup_min": TARGETS},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, settings, rows, notes=notes, info=info)
+    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
     S.say(f"saved {path}")
     return {"results": rows, "path": str(path)}
 

@@ -79,6 +79,12 @@ def ridge_limit(requested):
     return min(requested, fits), fits
 
 
+def missed(doc):
+    """No ratio target here (the plot is the point); a failed call is a miss."""
+    return [f"{r['task']} {r['impl']} {r['solver']} N={r['n']} failed: {r['error']}"
+            for r in doc["results"] if r["error"]]
+
+
 def main(argv=None):
     p = S.parser(NAME, __doc__)
     p.add_argument("--sizes", type=S.sizes_arg, help="comma-separated N (default: "
@@ -120,7 +126,8 @@ def main(argv=None):
         t = S.interleaved(fns, budget=budget, min_rounds=2 if n <= 8000 else 1, max_rounds=7)
         for (task, impl, solver), v in t.items():
             rows.append({"task": task, "impl": impl, "solver": solver, "n": n, "d": D,
-                         "n_threads": None, "time_s": v["time_s"], "rounds": v["rounds"]})
+                         "n_threads": None, "time_s": v["time_s"], "rounds": v["rounds"],
+                         "error": v.get("error")})
             S.say(f"  {task:5s} N={n:<7d} {impl:8s} {solver:12s} {S.fmt_time(v['time_s']):>9s}")
         del X, y, fns
     elapsed = time.monotonic() - start
@@ -128,6 +135,8 @@ def main(argv=None):
     # Per (task, impl, N): the faster of its settings, as plotted.
     best = {}
     for r in rows:
+        if r["time_s"] is None:
+            continue
         key = (r["task"], r["impl"], r["n"])
         if key not in best or r["time_s"] < best[key]["time_s"]:
             best[key] = r
@@ -154,18 +163,20 @@ def main(argv=None):
                and ridge_fits < requested_ridge else f"--ridge-max-n {requested_ridge}")
         notes.append(f"fastkern KernelRidge stops at N = {ridge_max}: an exact kernel ridge "
                      f"holds the N x N Gram ({why})")
+    notes += [f"{r['task']} {r['impl']} {r['solver']} N={r['n']} failed: {r['error']}"
+              for r in rows if r["error"]]
     for note in notes:
         S.say("  " + note)
     S.say(f"{elapsed:.0f} s of measuring")
     settings = {"sizes": sizes, "d": D, "gamma": GAMMA, "n_components": N_COMPONENTS,
                 "alpha": ALPHA, "budget_s": budget, "limits": limits, "elapsed_s": elapsed}
-    path = S.save(NAME, args, settings, rows, notes=notes, info=info, n_features=D)
+    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info, n_features=D)
     S.say(f"saved {path}")
     return {"results": rows, "path": str(path)}
 
 
 def test_time_vs_n(benchmark, benchmark_only, tmp_path):
-    S.pytest_run(benchmark, benchmark_only, tmp_path, main, lambda doc: [])
+    S.pytest_run(benchmark, benchmark_only, tmp_path, main, missed)
 
 
 if __name__ == "__main__":

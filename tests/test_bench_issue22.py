@@ -132,3 +132,25 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
     names = {p.name for p in (tmp_path / "out").glob("*.png")}
     for stem in ("time_vs_n", "threads", "sizes", "busy", "gridsearch"):
         assert any(n.startswith(stem) for n in names), (stem, names)
+
+
+def test_interleaved_records_a_failing_contestant_and_goes_on():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _standalone
+    finally:
+        sys.path.remove(str(BENCH))
+    calls = []
+
+    def broken():
+        calls.append("broken")
+        raise ValueError("no eigenvalues")
+
+    t = _standalone.interleaved({"ok": lambda: calls.append("ok"), "broken": broken},
+                                budget=1.0, min_rounds=3, max_rounds=3)
+    assert calls.count("broken") == 1 and calls.count("ok") == 3
+    assert t["broken"]["time_s"] is None
+    assert t["broken"]["error"] == "ValueError: no eigenvalues"
+    assert t["ok"]["time_s"] > 0 and t["ok"]["rounds"] == 3 and "error" not in t["ok"]
+    assert _standalone.ratio(None, 1.0) is None and _standalone.ratio(3.0, 2.0) == 1.5
+    assert _standalone.errors_of(t) == {"broken": "ValueError: no eigenvalues"}

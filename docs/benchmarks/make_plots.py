@@ -280,9 +280,10 @@ def describe_scripts(docs):
            "machine": first.get("machine", {})}
     run["host"].pop("notes", None)
     text = describe([run]).rsplit(" Saved results:", 1)[0]
-    sk = first.get("machine", {}).get("sklearn")
-    if sk:
-        text = text.rstrip(".") + f", scikit-learn {sk}."
+    m = first.get("machine", {})
+    if m.get("sklearn"):
+        text = text.replace(f"SciPy {m.get('scipy', '?')}.",
+                            f"SciPy {m.get('scipy', '?')}, scikit-learn {m['sklearn']}.", 1)
     files = ", ".join(f"``{d['name']}.json`` (``{d.get('command', '?')}``, "
                       f"{d.get('created', '?')[:10]})" for d in docs.values())
     text += f" Saved results: {files}."
@@ -319,9 +320,16 @@ def _ratio(r):
     return "-" if r is None else f"{r:.2f}x"
 
 
+def _time(s):
+    """A time, or "-" for a call that failed (time None)."""
+    return "-" if s is None else fmt_time(s)
+
+
 def section_time_vs_n(doc, out_dir, h):
     best = {}
     for row in doc["results"]:
+        if row["time_s"] is None:
+            continue
         key = (row["task"], row["impl"], row["n"], None)
         if key not in best or row["time_s"] < best[key]["time_s"]:
             best[key] = row
@@ -337,8 +345,8 @@ def section_time_vs_n(doc, out_dir, h):
     for task in ("kpca", "ridge"):
         for n in sorted({k[2] for k in best if k[0] == task}):
             fk, sk = best.get((task, "fastkern", n, None)), best.get((task, "sklearn", n, None))
-            rows.append((SCRIPT_TASKS[task], f"{n:,}", fmt_time(sk["time_s"]) if sk else "-",
-                         fmt_time(fk["time_s"]) if fk else "-", fk["solver"] if fk else "-",
+            rows.append((SCRIPT_TASKS[task], f"{n:,}", _time(sk["time_s"]) if sk else "-",
+                         _time(fk["time_s"]) if fk else "-", fk["solver"] if fk else "-",
                          _ratio(sk["time_s"] / fk["time_s"]) if fk and sk else "-"))
     lines += _list_table(("task", "N", "scikit-learn", "fastkern", "fastkern's solver",
                           "speed-up"), rows)
@@ -348,7 +356,8 @@ def section_time_vs_n(doc, out_dir, h):
 def section_threads(doc, out_dir, h):
     by = defaultdict(list)
     for row in doc["results"]:
-        by[(row["task"], row["n"])].append((row["threads"], row["time_s"]))
+        if row["time_s"] is not None:
+            by[(row["task"], row["n"])].append((row["threads"], row["time_s"]))
     if not by:
         return ["No thread-scaling results are in the saved document.", ""]
     plt = _pyplot()
@@ -375,7 +384,7 @@ def section_threads(doc, out_dir, h):
              "the speed-up is the 1-thread time over the T-thread time.", ""]
     lines += _figure(name, "speed-up against the number of threads")
     rows = [(SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", r["threads"],
-             fmt_time(r["time_s"]), _ratio(r["speedup"])) for r in doc["results"]]
+             _time(r["time_s"]), _ratio(r["speedup"])) for r in doc["results"]]
     lines += _list_table(("task", "N", "threads", "time", "speed-up"), rows)
     return lines + _notes(doc)
 
@@ -391,12 +400,14 @@ def section_sizes(doc, out_dir, h):
     for ax, task in zip(axes, tasks):
         series = defaultdict(list)
         for r in rows:
-            if r["task"] == task:
+            if r["task"] == task and r["ratio"] is not None:
                 series[(r["d"], r["spectrum"])].append((r["n"], r["ratio"]))
+        dims = sorted({d for d, _ in series})
         for (d, spectrum), pts in sorted(series.items()):
             ns, vs = zip(*sorted(pts))
+            # One colour per d, solid for the steep spectrum, dashed for the flat one.
             ax.plot(ns, vs, marker="o", linestyle="-" if spectrum == "steep" else "--",
-                    label=f"d={d}, {spectrum}")
+                    color=f"C{dims.index(d)}", label=f"d={d}, {spectrum}")
         if task == "kpca_auto":
             ax.axhline(targets.get("auto_max", 1.2), color="tab:red", linewidth=1,
                        label="target")
@@ -428,12 +439,19 @@ def section_sizes(doc, out_dir, h):
     table_rows = []
     for task in tasks:
         for n in sorted({r["n"] for r in rows if r["task"] == task}):
-            cell = [r for r in rows if r["task"] == task and r["n"] == n]
+            cell = [r for r in rows if r["task"] == task and r["n"] == n
+                    and r["ratio"] is not None]
+            failed = sum(1 for r in rows if r["task"] == task and r["n"] == n
+                         and r["ratio"] is None)
+            if not cell:
+                table_rows.append((SCRIPT_TASKS[task], f"{n:,}", "failed", "failed"))
+                continue
             lo = min(cell, key=lambda r: r["ratio"])
             hi = max(cell, key=lambda r: r["ratio"])
             table_rows.append((SCRIPT_TASKS[task], f"{n:,}",
                                f"{_ratio(lo['ratio'])} (d={lo['d']}, {lo['spectrum']})",
-                               f"{_ratio(hi['ratio'])} (d={hi['d']}, {hi['spectrum']})"))
+                               f"{_ratio(hi['ratio'])} (d={hi['d']}, {hi['spectrum']})"
+                               + (f"; {failed} failed" if failed else "")))
     lines += _list_table(("task", "N", "lowest ratio", "highest ratio"), table_rows)
     return lines + _notes(doc)
 
@@ -443,6 +461,10 @@ def _bars(ax, labels, groups, target, ylabel):
     for i, (label, values) in enumerate(groups.items()):
         xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(labels))]
         ax.bar(xs, [v if v is not None else 0 for v in values], width, label=label)
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0.03, "none", rotation=90, ha="center", va="bottom", fontsize=7,
+                        transform=ax.get_xaxis_transform())
     ax.axhline(target, color="tab:red", linewidth=1, label="target")
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
@@ -485,8 +507,8 @@ def section_busy(doc, out_dir, h):
              "right: the peer's time over fastkern's default (above the red line).", ""]
     lines += _figure(name, "busy and idle machine: thread cost and speed-up")
     table_rows = [(r["condition"], SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}",
-                   fmt_time(r["default_s"]), fmt_time(r["one_thread_s"]), r["peer"] or "-",
-                   fmt_time(r["peer_s"]) if r["peer_s"] else "-",
+                   _time(r["default_s"]), _time(r["one_thread_s"]), r["peer"] or "-",
+                   _time(r["peer_s"]),
                    _ratio(r["default_over_one"]), _ratio(r["peer_over_default"]))
                   for r in rows]
     lines += _list_table(("machine", "task", "N", "default threads", "n_threads=1", "peer",
@@ -526,12 +548,12 @@ def section_gridsearch(doc, out_dir, h):
     lines += _figure(name, "grid search speed-up and the cost of an oversubscribed "
                            "OMP_NUM_THREADS")
     lines += _list_table(("estimator", "N", "scikit-learn", "fastkern", "speed-up"), [
-        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", fmt_time(r["sklearn_s"]),
-         fmt_time(r["fastkern_s"]), _ratio(r["ratio"])) for r in grid])
+        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["sklearn_s"]),
+         _time(r["fastkern_s"]), _ratio(r["ratio"])) for r in grid])
     lines += _list_table(("task", "N", "default", "OMP_NUM_THREADS", "oversubscribed",
                           "ratio"), [
-        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", fmt_time(r["default_s"]),
-         r["omp_num_threads"], fmt_time(r["oversubscribed_s"]), _ratio(r["ratio"]))
+        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["default_s"]),
+         r["omp_num_threads"], _time(r["oversubscribed_s"]), _ratio(r["ratio"]))
         for r in over])
     return lines + _notes(doc)
 
