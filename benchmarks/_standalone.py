@@ -114,7 +114,8 @@ def machine():
                          if p["user_api"] == "openmp"],
         environment={k: v for k, v in os.environ.items()
                      if re.match(r"^(OMP_|OPENBLAS_|MKL_|GOMP_|KMP_|BLIS_)", k)})
-    info["blas"] = [dict(b, filepath=os.path.basename(b.get("filepath") or "")) for b in info["blas"]]
+    info["blas"] = [dict(b, filepath=os.path.basename(b.get("filepath") or ""))
+                    for b in info["blas"]]
     info["openmp_runtimes"] = [dict(b, filepath=os.path.basename(b.get("filepath") or ""))
                                for b in info["openmp_runtimes"]]
     return info

@@ -79,7 +79,8 @@ def child(task, n, budget):
     X, _ = S.make_data(n, D)
     fastkern.KernelPCA(2, kernel="rbf").fit_transform(X[:64])
     if task == "kpca":
-        fn = lambda: fastkern.KernelPCA(5, kernel="rbf", gamma=1.0 / D).fit_transform(X)  # noqa: E731
+        fn = lambda: fastkern.KernelPCA(  # noqa: E731
+            5, kernel="rbf", gamma=1.0 / D).fit_transform(X)
     else:
         fn = lambda: fastkern.rbf_kernel(X, gamma=1.0 / D)  # noqa: E731
     t = S.interleaved({task: fn}, budget=budget, min_rounds=2, max_rounds=10)[task]

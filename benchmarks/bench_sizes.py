@@ -28,8 +28,6 @@ scikit-learn with its own defaults.
 """
 import time
 
-import numpy as np
-
 import _standalone as S
 
 NAME = "sizes"
@@ -214,7 +212,7 @@ def main(argv=None):
     misses = missed({"results": rows})
     S.say(f"\n{len(misses)} target(s) missed; {elapsed:.0f} s of measuring")
     notes = ["scikit-learn's eigen_solver='auto' is 'arpack' for N > 200 and fewer than 10 "
-             f"components, so only 'arpack' is timed there"]
+             "components, so only 'arpack' is timed there"]
     if any(r.get("skipped") for r in auto):
         notes.append(f"eigen_solver='dense' not timed above N = {args.dense_max}")
     settings = {"sizes": list(sizes), "dims": list(dims), "auto_dim": auto_dim,

@@ -254,7 +254,8 @@ SCRIPTS = ("time_vs_n", "threads", "sizes", "busy", "gridsearch")
 SCRIPT_TASKS = {"kpca": "KernelPCA", "ridge": "KernelRidge", "rbf": "rbf_kernel",
                 "gram": "RBF Gram into out=", "matfree": "matrix-free KernelPCA",
                 "kcca": "KernelCCA", "inchol": "incomplete Cholesky",
-                "kpca_pipeline": "KernelPCA + LogisticRegression", "kpca_auto": "eigen_solver='auto'"}
+                "kpca_pipeline": "KernelPCA + LogisticRegression",
+                "kpca_auto": "eigen_solver='auto'"}
 
 
 def load_scripts(data_dir):
@@ -391,7 +392,8 @@ def section_threads(doc, out_dir, h):
 
 def section_sizes(doc, out_dir, h):
     rows = doc["results"]
-    tasks = [t for t in ("kpca", "ridge", "rbf", "kpca_auto") if any(r["task"] == t for r in rows)]
+    tasks = [t for t in ("kpca", "ridge", "rbf", "kpca_auto")
+             if any(r["task"] == t for r in rows)]
     if not tasks:
         return ["No results are in the saved document.", ""]
     targets = doc.get("settings", {}).get("targets", {})
