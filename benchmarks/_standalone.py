@@ -300,13 +300,24 @@ def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
     """Write the JSON document (see the module docstring); returns its path.
 
     argv: the script's arguments as main() got them (None: the command line's)."""
+    notes = list(notes)
+    for row in results:
+        failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
+        if failed:
+            where = " ".join(f"{k}={row[k]}" for k in ("task", "impl", "solver", "n", "d",
+                                                         "spectrum", "condition", "threads")
+                             if k in row)
+            note = f"failed ({where}): " + "; ".join(f"{k} {v}".strip()
+                                                     for k, v in failed.items())
+            if note not in notes:
+                notes.append(note)
     doc = {
         "benchmark": name, "format": FORMAT, "quick": bool(args.quick),
         "command": " ".join([f"python benchmarks/bench_{name}.py"]
                             + list(sys.argv[1:] if argv is None else argv)),
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "host": host(), "machine": info if info is not None else machine(),
-        "settings": settings, "results": results, "notes": list(notes),
+        "settings": settings, "results": results, "notes": notes,
     }
     doc.update(extra)
     path = args.json if args.json is not None else default_path(name, args.quick)

