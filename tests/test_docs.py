@@ -115,7 +115,8 @@ def test_benchmark_page_from_the_saved_results(tmp_path):
     for saved in (DOCS / "benchmarks" / "data").glob("*.json"):
         doc = json.loads(saved.read_text(encoding="utf-8"))
         assert doc["host"]["cpu"] in text
-        assert any(r["impl"] == "fastkern" for r in doc["results"])
+        if "benchmark" not in doc:  # a benchmarks/bench_*.py script's rows have their own form
+            assert any(r["impl"] == "fastkern" for r in doc["results"])
     for image in re.findall(r"_generated/(\S+\.png)", text):
         assert (tmp_path / image).stat().st_size > 0
 

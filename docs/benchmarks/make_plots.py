@@ -5,7 +5,9 @@ Run by docs/conf.py at every build (no benchmark is run then), or by hand:
 
 Input: every ``*.json`` file in DATA_DIR, each the output of ``fastkern bench
 --json FILE`` (see docs/benchmarks.rst, "Format of the saved results"), with
-an optional ``"host"`` object naming the machine.  Output, in OUT_DIR:
+an optional ``"host"`` object naming the machine, or of one of the scripts
+benchmarks/bench_{sizes,busy,gridsearch,threads,time_vs_n}.py (a document
+with a ``"benchmark"`` field, see benchmarks/_standalone.py).  Output, in OUT_DIR:
 ``results.rst`` (included by docs/benchmarks.rst) and the PNG files it shows.
 Missing series are skipped with a sentence saying so, so a data directory with
 only some of the results still builds.
@@ -35,6 +37,8 @@ def load(data_dir):
     runs = []
     for path in sorted(Path(data_dir).glob("*.json")):
         doc = json.loads(path.read_text(encoding="utf-8"))
+        if "benchmark" in doc:  # a stand-alone script's document: load_scripts
+            continue
         machine = doc.get("machine", {})
         rows = list(doc.get("results", []))
         rows += list(doc.get("peers", {}).get("results", []))
@@ -244,6 +248,342 @@ def _figure(name, alt):
     return [f".. image:: /benchmarks/_generated/{name}", f"   :alt: {alt}", ""]
 
 
+# ---------------------------------------------------------------- the stand-alone scripts
+
+SCRIPTS = ("time_vs_n", "threads", "sizes", "busy", "gridsearch")
+SCRIPT_TASKS = {"kpca": "KernelPCA", "ridge": "KernelRidge", "rbf": "rbf_kernel",
+                "gram": "RBF Gram into out=", "matfree": "matrix-free KernelPCA",
+                "kcca": "KernelCCA", "inchol": "incomplete Cholesky",
+                "kpca_pipeline": "KernelPCA + LogisticRegression",
+                "kpca_auto": "eigen_solver='auto'"}
+
+
+def load_scripts(data_dir):
+    """machine -> benchmark -> its latest saved document (benchmarks/bench_*.py scripts)."""
+    out = defaultdict(dict)
+    for path in sorted(Path(data_dir).glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("benchmark") not in SCRIPTS:
+            continue
+        doc["name"] = path.stem
+        cpu = doc.get("host", {}).get("cpu") or "unnamed CPU"
+        key = f"{cpu}, {doc.get('machine', {}).get('cores', '?')} cores"
+        old = out[key].get(doc["benchmark"])
+        if old is None or doc.get("created", "") > old.get("created", ""):
+            out[key][doc["benchmark"]] = doc
+    return out
+
+
+def describe_scripts(docs):
+    """The machine paragraph of a section drawn from the scripts' documents."""
+    first = next(iter(docs.values()))
+    run = {"name": first["name"], "host": dict(first.get("host", {})),
+           "machine": first.get("machine", {})}
+    run["host"].pop("notes", None)
+    text = describe([run]).rsplit(" Saved results:", 1)[0]
+    m = first.get("machine", {})
+    if m.get("sklearn"):
+        text = text.replace(f"SciPy {m.get('scipy', '?')}.",
+                            f"SciPy {m.get('scipy', '?')}, scikit-learn {m['sklearn']}.", 1)
+    files = ", ".join(f"``{d['name']}.json`` (``{d.get('command', '?')}``, "
+                      f"{d.get('created', '?')[:10]})" for d in docs.values())
+    text += f" Saved results: {files}."
+    if any(d.get("quick") for d in docs.values()):
+        text += (" **Some of these are --quick documents: a smoke run at tiny sizes, "
+                 "not a measurement.**")
+    return text
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _list_table(head, rows):
+    if not rows:
+        return []
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in (tuple(head),) + tuple(tuple(r) for r in rows):
+        lines.append("   * - " + str(row[0]))
+        lines += [f"     - {cell}" for cell in row[1:]]
+    return lines + [""]
+
+
+def _notes(doc):
+    return [f"* {n}" for n in doc.get("notes", [])] + ([""] if doc.get("notes") else [])
+
+
+def _ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def _time(s):
+    """A time, or "-" for a call that failed (time None)."""
+    return "-" if s is None else fmt_time(s)
+
+
+def section_time_vs_n(doc, out_dir, h):
+    best = {}
+    for row in doc["results"]:
+        if row["time_s"] is None:
+            continue
+        key = (row["task"], row["impl"], row["n"], None)
+        if key not in best or row["time_s"] < best[key]["time_s"]:
+            best[key] = row
+    name = f"time_vs_n_scripts_{h}.png"
+    d = doc.get("settings", {}).get("d")
+    if not plot_against_n(best, None, "time_s", "time (s)", out_dir / name,
+                          f"time against N, d={d}, default threads"):
+        return ["No time-against-N results are in the saved document.", ""]
+    lines = [f"``{doc['command']}``: each library's faster setting at each N, d = {d}, "
+             "default thread counts (fastkern's solver in the table).", ""]
+    lines += _figure(name, "time against N, fastkern and scikit-learn, log-log")
+    rows = []
+    for task in ("kpca", "ridge"):
+        for n in sorted({k[2] for k in best if k[0] == task}):
+            fk, sk = best.get((task, "fastkern", n, None)), best.get((task, "sklearn", n, None))
+            rows.append((SCRIPT_TASKS[task], f"{n:,}", _time(sk["time_s"]) if sk else "-",
+                         _time(fk["time_s"]) if fk else "-", fk["solver"] if fk else "-",
+                         _ratio(sk["time_s"] / fk["time_s"]) if fk and sk else "-"))
+    lines += _list_table(("task", "N", "scikit-learn", "fastkern", "fastkern's solver",
+                          "speed-up"), rows)
+    return lines + _notes(doc)
+
+
+def section_threads(doc, out_dir, h):
+    by = defaultdict(list)
+    for row in doc["results"]:
+        if row["time_s"] is not None:
+            by[(row["task"], row["n"])].append((row["threads"], row["time_s"]))
+    if not by:
+        return ["No thread-scaling results are in the saved document.", ""]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.2, 4.2))
+    top = 1
+    for (task, n), pts in sorted(by.items()):
+        pts.sort()
+        ts, times = zip(*pts)
+        base = dict(pts).get(1, times[0] * ts[0])
+        ax.plot(ts, [base / x for x in times], marker="o",
+                label=f"{SCRIPT_TASKS.get(task, task)}, N={n:,}")
+        top = max(top, max(ts))
+    ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("speed-up over 1 thread")
+    ax.set_title("fastkern: speed-up against threads")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    name = f"threads_scripts_{h}.png"
+    fig.savefig(out_dir / name, dpi=100)
+    plt.close(fig)
+    lines = [f"``{doc['command']}``: each thread count with BLAS held to the same count; "
+             "the speed-up is the 1-thread time over the T-thread time.", ""]
+    lines += _figure(name, "speed-up against the number of threads")
+    rows = [(SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", r["threads"],
+             _time(r["time_s"]), _ratio(r["speedup"])) for r in doc["results"]]
+    lines += _list_table(("task", "N", "threads", "time", "speed-up"), rows)
+    return lines + _notes(doc)
+
+
+def section_sizes(doc, out_dir, h):
+    rows = doc["results"]
+    tasks = [t for t in ("kpca", "ridge", "rbf", "kpca_auto")
+             if any(r["task"] == t for r in rows)]
+    if not tasks:
+        return ["No results are in the saved document.", ""]
+    targets = doc.get("settings", {}).get("targets", {})
+    plt = _pyplot()
+    fig, axes = _axes_grid(plt, len(tasks))
+    for ax, task in zip(axes, tasks):
+        series = defaultdict(list)
+        for r in rows:
+            if r["task"] == task and r["ratio"] is not None:
+                series[(r["d"], r["spectrum"])].append((r["n"], r["ratio"]))
+        dims = sorted({d for d, _ in series})
+        for (d, spectrum), pts in sorted(series.items()):
+            ns, vs = zip(*sorted(pts))
+            # One colour per d, solid for the steep spectrum, dashed for the flat one.
+            ax.plot(ns, vs, marker="o", linestyle="-" if spectrum == "steep" else "--",
+                    color=f"C{dims.index(d)}", label=f"d={d}, {spectrum}")
+        if task == "kpca_auto":
+            ax.axhline(targets.get("auto_max", 1.2), color="tab:red", linewidth=1,
+                       label="target")
+            ax.set_ylabel("auto time / fastest solver's")
+        else:
+            ax.axhline(targets.get("ratio_min", 2.0), color="tab:red", linewidth=1,
+                       label="target")
+            ax.axhline(1.0, color="grey", linewidth=1)
+            ax.set_ylabel("scikit-learn time / fastkern time")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        sizes = sorted({r["n"] for r in rows if r["task"] == task})
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.minorticks_off()
+        ax.set_title(SCRIPT_TASKS[task])
+        ax.set_xlabel("N (samples)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    name = f"sizes_{h}.png"
+    fig.savefig(out_dir / name, dpi=100)
+    plt.close(fig)
+    lines = [f"``{doc['command']}``: fastkern (default threads) against scikit-learn's faster "
+             "setting, side by side, for a steep (gamma = 1/d) and a flat (gamma = 0.5) "
+             "spectrum; and KernelPCA's eigen_solver='auto' against the fastest explicit "
+             "solver.  Above the grey line fastkern is faster; the red lines are the "
+             "targets.", ""]
+    lines += _figure(name, "speed-up over scikit-learn against N, and auto's cost")
+    table_rows = []
+    for task in tasks:
+        for n in sorted({r["n"] for r in rows if r["task"] == task}):
+            cell = [r for r in rows if r["task"] == task and r["n"] == n
+                    and r["ratio"] is not None]
+            failed = sum(1 for r in rows if r["task"] == task and r["n"] == n
+                         and r["ratio"] is None)
+            if not cell:
+                table_rows.append((SCRIPT_TASKS[task], f"{n:,}", "failed", "failed"))
+                continue
+            lo = min(cell, key=lambda r: r["ratio"])
+            hi = max(cell, key=lambda r: r["ratio"])
+            table_rows.append((SCRIPT_TASKS[task], f"{n:,}",
+                               f"{_ratio(lo['ratio'])} (d={lo['d']}, {lo['spectrum']})",
+                               f"{_ratio(hi['ratio'])} (d={hi['d']}, {hi['spectrum']})"
+                               + (f"; {failed} failed" if failed else "")))
+    lines += _list_table(("task", "N", "lowest ratio", "highest ratio"), table_rows)
+    return lines + _notes(doc)
+
+
+def _bars(ax, labels, groups, target, ylabel):
+    width = 0.8 / max(1, len(groups))
+    for i, (label, values) in enumerate(groups.items()):
+        xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(labels))]
+        ax.bar(xs, [v if v is not None else 0 for v in values], width, label=label)
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.text(x, 0.03, "none", rotation=90, ha="center", va="bottom", fontsize=7,
+                        transform=ax.get_xaxis_transform())
+    ax.axhline(target, color="tab:red", linewidth=1, label="target")
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def section_busy(doc, out_dir, h):
+    rows = doc["results"]
+    if not rows:
+        return ["No results are in the saved document.", ""]
+    targets = doc.get("settings", {}).get("targets", {})
+    cells = sorted({(r["task"], r["n"]) for r in rows},
+                   key=lambda c: ([r["task"] for r in rows].index(c[0]), c[1]))
+    labels = [f"{SCRIPT_TASKS.get(t, t)}\nN={n:,}" for t, n in cells]
+    conditions = [c for c in ("idle", "busy") if any(r["condition"] == c for r in rows)]
+
+    def values(condition, field):
+        look = {(r["task"], r["n"]): r[field] for r in rows if r["condition"] == condition}
+        return [look.get(c) for c in cells]
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    _bars(axes[0], labels, {c: values(c, "default_over_one") for c in conditions},
+          targets.get("default_over_one_max", 1.2), "default threads / n_threads=1 (time)")
+    axes[0].set_title("cost of the default thread count")
+    _bars(axes[1], labels, {c: values(c, "peer_over_default") for c in conditions},
+          targets.get("peer_over_default_min", 1.5), "peer time / fastkern time")
+    axes[1].set_title("speed-up over the peer (scikit-learn)")
+    for ax in axes:
+        ax.set_yscale("log")
+    fig.tight_layout()
+    name = f"busy_{h}.png"
+    fig.savefig(out_dir / name, dpi=100)
+    plt.close(fig)
+    count = doc.get("settings", {}).get("competitors", "?")
+    lines = [f"``{doc['command']}``: busy, {count} single-threaded CPU-bound competitor "
+             "processes (one per core) run throughout; idle, none.  Left: fastkern's default "
+             "thread count against ``n_threads=1`` (below the red line is the target); "
+             "right: the peer's time over fastkern's default (above the red line).", ""]
+    lines += _figure(name, "busy and idle machine: thread cost and speed-up")
+    table_rows = [(r["condition"], SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}",
+                   _time(r["default_s"]), _time(r["one_thread_s"]), r["peer"] or "-",
+                   _time(r["peer_s"]),
+                   _ratio(r["default_over_one"]), _ratio(r["peer_over_default"]))
+                  for r in rows]
+    lines += _list_table(("machine", "task", "N", "default threads", "n_threads=1", "peer",
+                          "peer time", "default / one", "peer / default"), table_rows)
+    return lines + _notes(doc)
+
+
+def section_gridsearch(doc, out_dir, h):
+    grid = [r for r in doc["results"] if r["part"] == "grid"]
+    over = [r for r in doc["results"] if r["part"] == "oversubscription"]
+    if not grid and not over:
+        return ["No results are in the saved document.", ""]
+    targets = doc.get("settings", {}).get("targets", {})
+    plt = _pyplot()
+    panels = [p for p in (grid, over) if p]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    axes = list(axes.flat)
+    k = 0
+    if grid:
+        _bars(axes[k], [f"{SCRIPT_TASKS.get(r['task'], r['task'])}\nN={r['n']:,}" for r in grid],
+              {"scikit-learn / fastkern": [r["ratio"] for r in grid]},
+              targets.get("grid_ratio_min", 1.5), "time ratio")
+        axes[k].set_title("GridSearchCV(n_jobs=-1)")
+        k += 1
+    if over:
+        _bars(axes[k], [f"{SCRIPT_TASKS.get(r['task'], r['task'])}\nN={r['n']:,}" for r in over],
+              {"OMP_NUM_THREADS=4x cores / default": [r["ratio"] for r in over]},
+              targets.get("oversub_ratio_max", 1.5), "time ratio")
+        axes[k].set_title("oversubscribed OMP_NUM_THREADS")
+    fig.tight_layout()
+    name = f"gridsearch_{h}.png"
+    fig.savefig(out_dir / name, dpi=100)
+    plt.close(fig)
+    lines = [f"``{doc['command']}``: the same 3 x 3 grid, cv = 3, over fastkern's estimator "
+             "and over scikit-learn's; and fastkern with ``OMP_NUM_THREADS`` at four times "
+             "the cores against its default, each in a child process.", ""]
+    lines += _figure(name, "grid search speed-up and the cost of an oversubscribed "
+                           "OMP_NUM_THREADS")
+    lines += _list_table(("estimator", "N", "scikit-learn", "fastkern", "speed-up"), [
+        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["sklearn_s"]),
+         _time(r["fastkern_s"]), _ratio(r["ratio"])) for r in grid])
+    lines += _list_table(("task", "N", "default", "OMP_NUM_THREADS", "oversubscribed",
+                          "ratio"), [
+        (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["default_s"]),
+         r["omp_num_threads"], _time(r["oversubscribed_s"]), _ratio(r["ratio"]))
+        for r in over])
+    return lines + _notes(doc)
+
+
+SECTIONS = (
+    ("time_vs_n", "Time against N", section_time_vs_n),
+    ("threads", "Thread scaling", section_threads),
+    ("sizes", "Against scikit-learn at every size", section_sizes),
+    ("busy", "A busy machine", section_busy),
+    ("gridsearch", "Parallel grid searches", section_gridsearch),
+)
+
+
+def build_scripts(data_dir, out_dir, first_index):
+    """The sections drawn from the scripts' documents, one per machine."""
+    lines = []
+    for h, (key, docs) in enumerate(load_scripts(data_dir).items(), start=first_index):
+        lines += [key, "-" * len(key), "", describe_scripts(docs), ""]
+        for kind, heading, draw in SECTIONS:
+            lines += [heading, "^" * len(heading), ""]
+            if kind in docs:
+                lines += draw(docs[kind], out_dir, h)
+            else:
+                lines += [f"No results of ``python benchmarks/bench_{kind}.py`` are saved for "
+                          "this machine.", ""]
+    return lines
+
+
 def build(data_dir, out_dir):
     """Write out_dir/results.rst and its figures from the saved runs in data_dir."""
     out_dir = Path(out_dir)
@@ -255,7 +595,8 @@ def build(data_dir, out_dir):
     for run in runs:
         hosts[host_key(run)].append(run)
     lines = []
-    if not runs:
+    script_lines = build_scripts(data_dir, out_dir, len(hosts))
+    if not runs and not script_lines:
         lines += ["No saved results are in ``docs/benchmarks/data`` yet.", ""]
     for h, (key, host_runs) in enumerate(hosts.items()):
         title = host_runs[0]["host"].get("cpu") or key
@@ -292,6 +633,7 @@ def build(data_dir, out_dir):
             lines += _figure(name, "peak memory against N for each implementation")
         else:
             lines += ["No memory results are saved for this machine.", ""]
+    lines += script_lines
     (out_dir / "results.rst").write_text("\n".join(lines), encoding="utf-8")
     return out_dir / "results.rst"
 

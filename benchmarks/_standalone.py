@@ -1,0 +1,363 @@
+"""Shared by the stand-alone benchmark scripts of issue 22 (bench_sizes, bench_busy,
+bench_gridsearch, bench_threads, bench_time_vs_n): the machine's description,
+interleaved timing, the printed table and the saved JSON.
+
+Each script runs in one command (``python benchmarks/bench_X.py``), prints a
+table and saves a JSON document that docs/benchmarks/make_plots.py reads:
+
+    {"benchmark": "sizes" | "busy" | "gridsearch" | "threads" | "time_vs_n",
+     "format": 1, "quick": false, "command": "...", "created": "2026-...Z",
+     "host": {"cpu": ..., "memory": ..., "commit": ...},
+     "machine": {versions, cores, fastkern's threads, "blas": threadpoolctl's entries, ...},
+     "settings": {...}, "results": [one dict per measurement], "notes": [...]}
+
+The scripts import this module as ``_standalone``: run as scripts, their
+folder is sys.path[0]; under pytest, benchmarks/conftest.py puts it there.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / "docs" / "benchmarks" / "data"
+FORMAT = 1
+
+
+# ---------------------------------------------------------------- the machine
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _meminfo_bytes(key):
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_available():
+    """Bytes the kernel says a new allocation can take (MemAvailable), None if unknown."""
+    return _meminfo_bytes("MemAvailable")
+
+
+def usable_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def git_commit():
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode != 0:
+            return None
+        commit = out.stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD", "--",
+                                "fastkern"], capture_output=True, timeout=10)
+        return commit + ("+modified" if dirty.returncode == 1 else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def host():
+    total = _meminfo_bytes("MemTotal")
+    out = {"cpu": cpu_model(), "commit": git_commit()}
+    if total:
+        out["memory"] = f"{total / 2 ** 30:.0f} GiB"
+    return out
+
+
+def machine():
+    """Versions, cores, fastkern's thread count and wait policy, and every thread pool
+    threadpoolctl sees (BLAS and OpenMP runtimes), as loaded when this is called."""
+    import scipy
+    import sklearn
+    import threadpoolctl
+
+    import fastkern
+
+    info = fastkern.config_info()
+    pools = threadpoolctl.threadpool_info()
+    keep = ("internal_api", "version", "num_threads", "architecture", "threading_layer",
+            "filepath")
+    info.update(
+        sklearn=sklearn.__version__, threadpoolctl=threadpoolctl.__version__,
+        scipy=scipy.__version__, numpy=np.__version__, platform=platform.platform(),
+        usable_cpus=usable_cpus(), n_threads=info.get("threads"),
+        blas=[{k: p.get(k) for k in keep if k in p} for p in pools if p["user_api"] == "blas"],
+        openmp_runtimes=[{k: p.get(k) for k in keep if k in p} for p in pools
+                         if p["user_api"] == "openmp"],
+        environment={k: v for k, v in os.environ.items()
+                     if re.match(r"^(OMP_|OPENBLAS_|MKL_|GOMP_|KMP_|BLIS_)", k)})
+    info["blas"] = [dict(b, filepath=os.path.basename(b.get("filepath") or ""))
+                    for b in info["blas"]]
+    info["openmp_runtimes"] = [dict(b, filepath=os.path.basename(b.get("filepath") or ""))
+                               for b in info["openmp_runtimes"]]
+    return info
+
+
+def describe(info):
+    blas = "; ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('num_threads')} threads, "
+                     f"{b.get('architecture', '?')})" for b in info["blas"]) or "not detected"
+    return (f"{cpu_model()}; {info['cores']} cores ({info['usable_cpus']} usable); fastkern "
+            f"{info['fastkern']} with {info['n_threads']} threads, idle OpenMP threads: "
+            f"{info.get('wait_policy', '?')}\nBLAS: {blas}\nPython {info['python']}, NumPy "
+            f"{info['numpy']}, SciPy {info['scipy']}, scikit-learn {info['sklearn']}")
+
+
+# ---------------------------------------------------------------- data
+
+
+def make_data(n, d, seed=0):
+    """(X, y): standard normal X (n x d, C-ordered float64), a smooth target y."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+# ---------------------------------------------------------------- timing
+
+
+def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, deadline=None):
+    """Fastest time of each named callable, the calls interleaved round by round.
+
+    Round r calls them in order, the next round in the reverse order (A B, B A,
+    A B, ...), so each contestant follows itself as often as it follows
+    another: a contestant's idle BLAS or OpenMP threads, still spinning after
+    its call, then slow the others no more than itself, and the fastest call
+    of each is one that started on a quiet machine as far as the others go.
+    Load from other processes hits every contestant alike.
+
+    The first round is timed too, and its duration sets the number of rounds:
+    as many as fit in `budget` seconds, within [min_rounds, max_rounds]; none
+    after `deadline` (a time.monotonic() value) beyond min_rounds.
+
+    A contestant that raises is not called again: its entry has time_s None
+    and the error, and the others go on (one failing call must not lose a
+    run of minutes).
+
+    Returns {name: {"time_s": fastest, "rounds": calls, "median_s": median}}.
+    """
+    names = list(fns)
+    times = {name: [] for name in names}
+    errors = {}
+
+    def one_round(order):
+        for name in order:
+            if name in errors:
+                continue
+            if settle:
+                time.sleep(settle)
+            t0 = time.perf_counter()
+            try:
+                fns[name]()
+            except Exception as exc:  # recorded in the results, see the docstring
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                say(f"  {name} failed: {errors[name]}")
+                continue
+            times[name].append(time.perf_counter() - t0)
+
+    one_round(names)
+    per_round = sum(t[0] for t in times.values() if t)
+    rounds = max_rounds if per_round <= 0 else int(budget // per_round)
+    rounds = max(min_rounds, min(max_rounds, rounds))
+    for r in range(1, rounds):
+        if len(errors) == len(names) or (
+                r >= min_rounds and deadline is not None and time.monotonic() > deadline):
+            break
+        one_round(names if r % 2 == 0 else names[::-1])
+    out = {}
+    for name, ts in times.items():
+        if name in errors:
+            out[name] = {"time_s": None, "rounds": len(ts), "median_s": None,
+                         "error": errors[name]}
+        else:
+            out[name] = {"time_s": min(ts), "rounds": len(ts), "median_s": float(np.median(ts))}
+    return out
+
+
+def ratio(numerator, denominator):
+    """numerator / denominator, None when either time is missing (a failed call)."""
+    if numerator is None or denominator is None:
+        return None
+    return numerator / denominator
+
+
+def errors_of(timings):
+    """{name: error} of the contestants that failed, None when none did."""
+    return {k: v["error"] for k, v in timings.items() if v.get("error")} or None
+
+
+def warm_up():
+    """Load what every first call would otherwise pay for: lazy imports, OpenMP and BLAS pools."""
+    import sklearn.decomposition
+    import sklearn.kernel_ridge
+    from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+
+    import fastkern
+
+    X, y = make_data(64, 4)
+    fastkern.rbf_kernel(X)
+    sk_rbf(X)
+    fastkern.KernelPCA(2, kernel="rbf").fit_transform(X)
+    sklearn.decomposition.KernelPCA(2, kernel="rbf").fit_transform(X)
+    fastkern.KernelRidge(kernel="rbf").fit(X, y)
+    sklearn.kernel_ridge.KernelRidge(kernel="rbf").fit(X, y)
+
+
+# ---------------------------------------------------------------- output
+
+
+def fmt_time(s):
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "-"
+    if s >= 1.0:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s * 1e6:.0f} us"
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def table(rows, columns):
+    """A plain-text table: columns is [(header, function of a row -> str)]."""
+    cells = [[h for h, _ in columns]] + [[f(row) for _, f in columns] for row in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def parser(name, description):
+    p = argparse.ArgumentParser(prog=f"benchmarks/bench_{name}.py", description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes, under 30 s: a smoke run (saved to the temporary "
+                        "directory unless --json is given)")
+    p.add_argument("--json", metavar="PATH", type=Path,
+                   help=f"where to save the results (default: docs/benchmarks/data/"
+                        f"{name}-CPU-Ncore.json, or the temporary directory with --quick)")
+    return p
+
+
+def int_list(minimum, what="sizes"):
+    """An argparse type: comma-separated integers, each at least `minimum`."""
+
+    def parse(text):
+        try:
+            values = [int(s) for s in text.replace(" ", "").split(",") if s]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated integers, got {text!r}") from None
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(f"{what} must be integers >= {minimum}, "
+                                             f"got {text!r}")
+        return values
+
+    return parse
+
+
+sizes_arg = int_list(10)
+
+
+def default_path(name, quick):
+    if quick:
+        return Path(tempfile.gettempdir()) / f"fastkern-bench-{name}-quick.json"
+    slug = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-") or "cpu"
+    return DATA_DIR / f"{name}-{slug}-{os.cpu_count()}core.json"
+
+
+def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
+    """Write the JSON document (see the module docstring); returns its path.
+
+    argv: the script's arguments as main() got them (None: the command line's)."""
+    notes = list(notes)
+    for row in results:
+        failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
+        if failed:
+            where = " ".join(f"{k}={row[k]}" for k in ("task", "impl", "solver", "n", "d",
+                                                         "spectrum", "condition", "threads")
+                             if k in row)
+            note = f"failed ({where}): " + "; ".join(f"{k} {v}".strip()
+                                                     for k, v in failed.items())
+            if note not in notes:
+                notes.append(note)
+    doc = {
+        "benchmark": name, "format": FORMAT, "quick": bool(args.quick),
+        "command": " ".join([f"python benchmarks/bench_{name}.py"]
+                            + list(sys.argv[1:] if argv is None else argv)),
+        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": host(), "machine": info if info is not None else machine(),
+        "settings": settings, "results": results, "notes": notes,
+    }
+    doc.update(extra)
+    path = args.json if args.json is not None else default_path(name, args.quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n", encoding="utf-8")
+    return path
+
+
+def _jsonable(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def say(*parts):
+    print(*parts, flush=True)
+
+
+# ---------------------------------------------------------------- under pytest
+
+
+def pytest_run(benchmark, benchmark_only, tmp_path, main, missed):
+    """Run a script's main() once as a pytest-benchmark test.
+
+    Full size only under --benchmark-only with no FASTKERN_BENCH_QUICK /
+    FASTKERN_BENCH_SCALE (a deliberate performance run), where the targets
+    missed (missed(doc): a list of sentences) fail the test; otherwise the
+    --quick sizes, targets recorded but not asserted.  Results go to tmp_path,
+    never to docs/benchmarks/data.
+    """
+    import _harness
+
+    full = benchmark_only and _harness.bench_scale() == 1
+    argv = ["--json", str(tmp_path / "result.json")] + ([] if full else ["--quick"])
+    doc = benchmark.pedantic(lambda: main(argv), rounds=1, iterations=1, warmup_rounds=0)
+    misses = missed(doc)
+    benchmark.extra_info.update(full_size=full, targets_missed=misses)
+    assert doc["results"], "no measurement was made"
+    if full:
+        assert not misses, "\n".join(misses)
+    return doc

@@ -1,0 +1,248 @@
+"""fastkern on a busy machine: its default thread count against n_threads=1 and
+against scikit-learn, with one CPU-bound competitor process per core, and the
+same on the idle machine (issue 22, target 2).
+
+    python benchmarks/bench_busy.py [--quick] [--competitors K] [--json PATH]
+
+Each competitor is a Python/NumPy busy loop in its own process (one thread:
+OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1), started before the busy half and
+killed after it, whatever happens (it also stops by itself at a deadline and
+when this process dies).  Measured side by side, interleaved (see
+_standalone.interleaved), fastest call of each:
+
+* KernelPCA(5, rbf) fit_transform, N = 1000 and 2000 (scikit-learn: arpack,
+  its "auto" at these sizes);
+* KernelRidge(alpha=1, rbf) fit, N = 1000 and 2000;
+* KernelCCA(2, rbf) fit, N = 300 (peer: cca-zoo's KCCA when installed; the
+  README's peer, kernlab's kcca, is R);
+* incomplete_cholesky(rbf, rank 200), N = 5000 (no scikit-learn counterpart);
+* rbf_kernel, N = 200 and 2000;
+
+d = 16 (KernelCCA: 5 and 3), gamma = 1/d.  Ratios: default / n_threads=1
+(target <= 1.2 busy) and scikit-learn / default (target >= 1.5 busy).  A full
+run takes about 2-4 minutes on 2 cores.
+"""
+import contextlib
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import _standalone as S
+
+NAME = "busy"
+D = 16
+N_COMPONENTS = 5
+ALPHA = 1.0
+RANK = 200
+TARGET_THREADS = 1.2
+TARGET_SKLEARN = 1.5
+# (task, n) pairs of the full run and of --quick.
+FULL = [("kpca", 1000), ("kpca", 2000), ("ridge", 1000), ("ridge", 2000), ("kcca", 300),
+        ("inchol", 5000), ("rbf", 200), ("rbf", 2000)]
+QUICK = [("kpca", 300), ("ridge", 300), ("kcca", 100), ("inchol", 1000), ("rbf", 200)]
+
+# The competitor: one core's worth of NumPy work until its deadline, or until
+# its parent has gone (a parent killed by a signal cannot run its finally).
+COMPETITOR = """
+import os, sys, time
+import numpy as np
+deadline = time.monotonic() + float(sys.argv[1])
+parent = os.getppid()
+a = np.random.default_rng(0).standard_normal(4096)
+while time.monotonic() < deadline and os.getppid() == parent:
+    for _ in range(100):
+        a = np.sin(a) + 1.0
+"""
+
+
+@contextlib.contextmanager
+def competitors(count, seconds):
+    """Run `count` single-threaded busy processes for at most `seconds`."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    procs = []
+    try:
+        for _ in range(count):
+            procs.append(subprocess.Popen([sys.executable, "-c", COMPETITOR, str(seconds)],
+                                          env=env, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)  # past their imports: busy from the first measurement on
+        dead = [p.returncode for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{len(dead)} competitor process(es) exited at once "
+                               f"(exit codes {dead})")
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+
+
+def kcca_views(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 5))
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2, X[:, 2] * X[:, 3]])
+    return X, Y + 0.3 * rng.standard_normal(Y.shape)
+
+
+def kcca_peer():
+    """(name, factory of the peer's fit, or None, reason)."""
+    try:
+        from cca_zoo.nonparametric import KCCA
+    except ImportError:
+        return ("cca-zoo KCCA", None,
+                "cca-zoo is not installed (README's peer, kernlab's kcca, is R)")
+    return ("cca-zoo KCCA", KCCA, None)
+
+
+def contestants(task, n, rank):
+    """(fns, peer name or None, reason the peer is missing or None)."""
+    import sklearn.decomposition
+    import sklearn.kernel_ridge
+    from sklearn.metrics.pairwise import rbf_kernel as sk_rbf
+
+    import fastkern
+
+    gamma = 1.0 / D
+    if task == "kcca":
+        X, Y = kcca_views(n)
+        shrink = 0.1
+        reg = shrink * (n - 1) / (1 - shrink)  # cca-zoo's shrinkage c (fastkern.cca)
+
+        def ours(t):
+            return lambda: fastkern.KernelCCA(2, kernel="rbf", gamma=0.2, gamma_y=1 / 3,
+                                              regularization=reg, n_threads=t).fit(X, Y)
+        fns = {"default": ours(None), "one": ours(1)}
+        name, KCCA, reason = kcca_peer()
+        if KCCA is not None:
+            fns["peer"] = lambda: KCCA(n_components=2, kernel="rbf", gamma=[0.2, 1 / 3],
+                                       shrinkage=shrink).fit([X, Y])
+        return fns, name, reason
+    X, y = S.make_data(n, D)
+    if task == "kpca":
+        def ours(t):
+            return lambda: fastkern.KernelPCA(N_COMPONENTS, kernel="rbf", gamma=gamma,
+                                              n_threads=t).fit_transform(X)
+        peer = lambda: sklearn.decomposition.KernelPCA(  # noqa: E731
+            N_COMPONENTS, kernel="rbf", gamma=gamma, eigen_solver="arpack",
+            random_state=0).fit_transform(X)
+    elif task == "ridge":
+        def ours(t):
+            return lambda: fastkern.KernelRidge(alpha=ALPHA, kernel="rbf", gamma=gamma,
+                                                n_threads=t).fit(X, y)
+        peer = lambda: sklearn.kernel_ridge.KernelRidge(  # noqa: E731
+            alpha=ALPHA, kernel="rbf", gamma=gamma).fit(X, y)
+    elif task == "inchol":
+        def ours(t):
+            return lambda: fastkern.incomplete_cholesky(X, "rbf", gamma=gamma, tol=0.0,
+                                                        max_rank=rank, n_threads=t)
+        return ({"default": ours(None), "one": ours(1)}, None,
+                "scikit-learn has no incomplete Cholesky (kernlab's inchol is R)")
+    else:
+        def ours(t):
+            return lambda: fastkern.rbf_kernel(X, gamma=gamma, n_threads=t)
+        peer = lambda: sk_rbf(X, gamma=gamma)  # noqa: E731
+    return {"default": ours(None), "one": ours(1), "peer": peer}, "scikit-learn", None
+
+
+def measure(task, n, condition, count, budget, rank):
+    fns, peer, reason = contestants(task, n, rank)
+    t = S.interleaved(fns, budget=budget, max_rounds=15)
+    default, one = t["default"]["time_s"], t["one"]["time_s"]
+    peer_s = t["peer"]["time_s"] if "peer" in t else None
+    return {"task": task, "n": n, "condition": condition, "competitors": count,
+            "default_s": default, "one_thread_s": one, "peer": peer if "peer" in t else None,
+            "peer_s": peer_s, "peer_missing": reason,
+            "default_over_one": S.ratio(default, one),
+            "peer_over_default": S.ratio(peer_s, default),
+            "rounds": t["default"]["rounds"], "rank": rank if task == "inchol" else None,
+            "errors": S.errors_of(t)}
+
+
+def missed(doc):
+    out = []
+    for r in doc["results"]:
+        if r["condition"] != "busy":
+            continue
+        where = f"busy {r['task']} N={r['n']}"
+        if r["errors"]:
+            out.append(f"{where}: failed: {r['errors']}")
+        if r["default_over_one"] is not None and r["default_over_one"] > TARGET_THREADS:
+            out.append(f"{where}: default threads {r['default_over_one']:.2f}x the time of "
+                       f"n_threads=1, target <= {TARGET_THREADS}")
+        if r["peer_over_default"] is not None and r["peer_over_default"] < TARGET_SKLEARN:
+            out.append(f"{where}: {r['peer_over_default']:.2f}x {r['peer']}, "
+                       f"target >= {TARGET_SKLEARN}")
+    return out
+
+
+def main(argv=None):
+    p = S.parser(NAME, __doc__)
+    p.add_argument("--competitors", type=int, default=None,
+                   help="competitor processes (default: one per core)")
+    p.add_argument("--budget", type=float, help="seconds per cell (default 2, --quick 0.1)")
+    p.add_argument("--conditions", default="idle,busy", help="idle, busy or both (default)")
+    args = p.parse_args(argv)
+    count = args.competitors if args.competitors is not None else (os.cpu_count() or 1)
+    if count < 1:
+        p.error("--competitors must be at least 1")
+    conditions = [c for c in args.conditions.split(",") if c]
+    if not conditions or set(conditions) - {"idle", "busy"}:
+        p.error(f"--conditions: expected idle and/or busy, got {args.conditions!r}")
+    plan = QUICK if args.quick else FULL
+    budget = args.budget or (0.1 if args.quick else 2.0)
+    rank = 50 if args.quick else RANK
+
+    info = S.machine()
+    S.say(S.describe(info))
+    S.warm_up()
+    start = time.monotonic()
+    rows = []
+    for condition in conditions:
+        busy = condition == "busy"
+        # Deadline of the competitors: the longest a busy half can take, with margin.
+        seconds = 60 if args.quick else 900
+        with competitors(count, seconds) if busy else contextlib.nullcontext():
+            S.say(f"\n{condition}: {count if busy else 0} competitor process(es)")
+            for task, n in plan:
+                row = measure(task, n, condition, count if busy else 0, budget, rank)
+                rows.append(row)
+                S.say(f"  {task:6s} N={n:<5d} default {S.fmt_time(row['default_s']):>9s}  "
+                      f"n_threads=1 {S.fmt_time(row['one_thread_s']):>9s}  "
+                      f"{row['peer'] or 'no peer'} {S.fmt_time(row['peer_s'])}")
+    elapsed = time.monotonic() - start
+    S.say("\ndefault / n_threads=1 (target <= 1.2 busy), peer / default (target >= 1.5 busy):")
+    S.say(S.table(rows, [
+        ("condition", lambda r: r["condition"]), ("task", lambda r: r["task"]),
+        ("N", lambda r: str(r["n"])), ("default", lambda r: S.fmt_time(r["default_s"])),
+        ("n_threads=1", lambda r: S.fmt_time(r["one_thread_s"])),
+        ("peer", lambda r: r["peer"] or "-"), ("peer time", lambda r: S.fmt_time(r["peer_s"])),
+        ("default/one", lambda r: S.fmt_ratio(r["default_over_one"])),
+        ("peer/default", lambda r: S.fmt_ratio(r["peer_over_default"]))]))
+    misses = missed({"results": rows})
+    for m in misses:
+        S.say("  missed: " + m)
+    S.say(f"{len(misses)} target(s) missed; {elapsed:.0f} s of measuring")
+    notes = sorted({f"{r['task']}: {r['peer_missing']}" for r in rows if r["peer_missing"]})
+    settings = {"plan": [list(x) for x in plan], "d": D, "gamma": 1.0 / D,
+                "n_components": N_COMPONENTS, "alpha": ALPHA, "rank": rank,
+                "competitors": count, "conditions": conditions, "budget_s": budget,
+                "targets": {"default_over_one_max": TARGET_THREADS,
+                            "peer_over_default_min": TARGET_SKLEARN},
+                "elapsed_s": elapsed}
+    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
+    S.say(f"saved {path}")
+    return {"results": rows, "path": str(path)}
+
+
+def test_busy(benchmark, benchmark_only, tmp_path):
+    S.pytest_run(benchmark, benchmark_only, tmp_path, main, missed)
+
+
+if __name__ == "__main__":
+    main()

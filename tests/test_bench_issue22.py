@@ -1,0 +1,156 @@
+"""Smoke test of the stand-alone benchmark scripts of issue 22: each runs with
+--quick in a subprocess and saves a JSON document that
+docs/benchmarks/make_plots.py can read.  No timing is asserted."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+
+COMMON = {"benchmark", "format", "quick", "command", "created", "host", "machine", "settings",
+          "results", "notes"}
+MACHINE = {"cores", "n_threads", "blas", "numpy", "scipy", "sklearn", "fastkern", "python"}
+# script -> (benchmark name, keys of every result row)
+SCRIPTS = {
+    "bench_sizes.py": ("sizes", {"task", "n", "d", "spectrum", "gamma", "ratio", "rounds"}),
+    "bench_busy.py": ("busy", {"task", "n", "condition", "competitors", "default_s",
+                               "one_thread_s", "peer_s", "default_over_one",
+                               "peer_over_default"}),
+    "bench_gridsearch.py": ("gridsearch", {"part", "task", "n", "ratio"}),
+    "bench_threads.py": ("threads", {"task", "n", "threads", "time_s", "speedup"}),
+    "bench_time_vs_n.py": ("time_vs_n", {"task", "impl", "solver", "n", "time_s"}),
+}
+
+
+def run_quick(script, path, *extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json", str(path),
+                          *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """saved(script) -> (path of its --quick JSON, its stdout); each script runs once."""
+    folder = tmp_path_factory.mktemp("bench_issue22")
+    done = {}
+
+    def get(script):
+        if script not in done:
+            path = folder / f"{SCRIPTS[script][0]}.json"
+            done[script] = (path, run_quick(script, path))
+        return done[script]
+
+    return get
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))
+def test_quick_run_saves_its_results(script, saved):
+    name, row_keys = SCRIPTS[script]
+    path, stdout = saved(script)
+    assert f"saved {path}" in stdout
+    doc = json.loads(path.read_text())
+    assert COMMON <= set(doc), COMMON - set(doc)
+    assert doc["benchmark"] == name and doc["quick"] is True
+    assert MACHINE <= set(doc["machine"]), MACHINE - set(doc["machine"])
+    assert doc["host"]["cpu"]
+    assert doc["results"]
+    for row in doc["results"]:
+        assert row_keys <= set(row), (row_keys - set(row), row)
+        for key, value in row.items():
+            if key.endswith("_s") and value is not None and not isinstance(value, dict):
+                assert value > 0, (key, row)
+
+
+def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
+    rows = json.loads(saved("bench_sizes.py")[0].read_text())["results"]
+    assert {r["task"] for r in rows} == {"kpca", "ridge", "rbf", "kpca_auto"}
+    assert {r["spectrum"] for r in rows} == {"steep", "flat"}
+    for r in rows:
+        if r["task"] == "kpca_auto":
+            assert set(r["times_s"]) == {"auto", "dense", "arpack", "randomized",
+                                         "block_krylov"}
+            assert r["ratio"] == pytest.approx(r["auto_s"] / min(
+                v for k, v in r["times_s"].items() if k != "auto"))
+        else:
+            assert r["ratio"] == pytest.approx(r["sklearn_s"] / r["fastkern_s"])
+
+
+def test_busy_leaves_no_competitor_running(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    path = tmp_path / "busy.json"
+    run_quick("bench_busy.py", path, "--conditions", "busy", "--competitors", "1")
+    doc = json.loads(path.read_text())
+    assert {r["condition"] for r in doc["results"]} == {"busy"}
+    assert all(r["competitors"] == 1 for r in doc["results"])
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after <= before
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for script, bad in (("bench_sizes.py", "--sizes=2,x"), ("bench_threads.py", "--threads=0"),
+                        ("bench_busy.py", "--conditions=noisy")):
+        out = subprocess.run([sys.executable, str(BENCH / script), "--quick", bad, "--json",
+                              str(tmp_path / "x.json")], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 2 and "error" in out.stderr, (script, out.stderr)
+        assert not (tmp_path / "x.json").exists()
+
+
+def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
+    """make_plots reads every script's saved document beside the suite's."""
+    pytest.importorskip("matplotlib")
+    data = tmp_path / "data"
+    data.mkdir()
+    for script in SCRIPTS:
+        path, _ = saved(script)
+        (data / path.name).write_text(path.read_text())
+    suite = ROOT / "docs" / "benchmarks" / "data" / "suite-xeon-2core.json"
+    if suite.exists():
+        (data / suite.name).write_text(suite.read_text())
+    sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
+    try:
+        import make_plots
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "benchmarks"))
+    rst = make_plots.build(data, tmp_path / "out").read_text()
+    for heading in ("Time against N", "Thread scaling", "Against scikit-learn at every size",
+                    "A busy machine", "Parallel grid searches"):
+        assert heading in rst, heading
+    assert "smoke run" in rst  # --quick documents are labelled as such
+    names = {p.name for p in (tmp_path / "out").glob("*.png")}
+    for stem in ("time_vs_n", "threads", "sizes", "busy", "gridsearch"):
+        assert any(n.startswith(stem) for n in names), (stem, names)
+
+
+def test_interleaved_records_a_failing_contestant_and_goes_on():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _standalone
+    finally:
+        sys.path.remove(str(BENCH))
+    calls = []
+
+    def broken():
+        calls.append("broken")
+        raise ValueError("no eigenvalues")
+
+    t = _standalone.interleaved({"ok": lambda: calls.append("ok"), "broken": broken},
+                                budget=1.0, min_rounds=3, max_rounds=3)
+    assert calls.count("broken") == 1 and calls.count("ok") == 3
+    assert t["broken"]["time_s"] is None
+    assert t["broken"]["error"] == "ValueError: no eigenvalues"
+    assert t["ok"]["time_s"] > 0 and t["ok"]["rounds"] == 3 and "error" not in t["ok"]
+    assert _standalone.ratio(None, 1.0) is None and _standalone.ratio(3.0, 2.0) == 1.5
+    assert _standalone.errors_of(t) == {"broken": "ValueError: no eigenvalues"}
