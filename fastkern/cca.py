@@ -81,7 +81,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, is_precomputed, kernel_constraints, kernel_gram,
                                   resolve_gamma, structured_kernel, validate_input)
-from fastkern._threads import blas_limit
+from fastkern._threads import blas_limit, blas_threads
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import incomplete_cholesky
@@ -348,7 +348,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         reg = check_real(self.regularization, "regularization", low=0.0)
         jitter = check_real(self.jitter, "jitter", low=0.0)
         n_threads = check_n_threads(self.n_threads)
-        blas = self.n_threads if self.n_threads is None else n_threads
+        blas = blas_threads(n_threads, n)
         solver = self.solver
         if solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {solver!r}")
@@ -516,7 +516,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         check_is_fitted(self, "x_dual_coef_")
         n_threads = check_n_threads(self.n_threads)
-        blas = self.n_threads if self.n_threads is None else n_threads
+        blas = blas_threads(n_threads, _num_samples(X))
         if y is not None:
             y = self._check_y(y, _num_samples(X), reset=False)
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)

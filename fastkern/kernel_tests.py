@@ -72,7 +72,7 @@ import numpy as np
 
 from fastkern import _kstats
 from fastkern._kernel_api import check_kernel_param, kernel_gram, string_kernel_params
-from fastkern._threads import blas_limit
+from fastkern._threads import blas_limit, blas_threads, threads_for
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
                                   check_option, check_real, result_dtype)
 from fastkern.pairwise import default_gamma
@@ -299,12 +299,6 @@ def _normalised(cov, var_a, var_b, biased):
     return r
 
 
-def _threads_for(n, n_threads):
-    """One thread below 256 x 256: a parallel region costs more than such a pass
-    (results do not depend on the thread count)."""
-    return n_threads if n * n >= (1 << 16) else 1
-
-
 def _chunk_size(n, n_threads):
     return max(8 * n_threads, min(1024, _CHUNK_VALUES // max(n, 1)))
 
@@ -395,7 +389,7 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     if estimator == "hyppo" and nx + ny < 4:
         raise ValueError("estimator='hyppo' needs at least 4 samples in all")
     n_permutations = check_int(n_permutations, "n_permutations", 1)
-    n_threads = _threads_for(nx + ny, check_n_threads(n_threads))
+    n_threads = threads_for(check_n_threads(n_threads), (nx + ny) ** 2)
     rng = _rng(random_state)
 
     dtype = result_dtype(X, Y)
@@ -403,7 +397,7 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, Z, "gamma")
     N = nx + ny
     G = np.empty((N, N), dtype=dtype)
-    with blas_limit(n_threads):
+    with blas_limit(blas_threads(n_threads, N)):
         _gram_into(G, Z, kernel, params, n_threads)
     del Z
     label_kernel = None
@@ -662,7 +656,7 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
     # Chunk means and sums of squared deviations merged as Chan et al. (1979):
     # the variance is never the small difference of two large sums.
     count, mean, m2 = 0, 0.0, 0.0
-    with blas_limit(n_threads):
+    with blas_limit(blas_threads(n_threads, min(chunk_size, M2))):
         for s in range(0, M2, chunk_size):
             e = min(M2, s + chunk_size)
             x0 = np.asarray(X[2 * s:2 * e:2], dtype=np.float64)
@@ -779,7 +773,7 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         raise ValueError(f"hsic_test with method={method!r} needs at least {need} samples, "
                          f"got {n}")
     n_permutations = check_int(n_permutations, "n_permutations", 1)
-    n_threads = _threads_for(n, check_n_threads(n_threads))
+    n_threads = threads_for(check_n_threads(n_threads), n * n)
     rng = _rng(random_state)
     dtype = result_dtype(X, Y)
     X = np.asarray(X, dtype=dtype)
@@ -793,7 +787,7 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         p.pop("coef0")
 
     B = np.empty((n, n), dtype=dtype)
-    with blas_limit(n_threads):
+    with blas_limit(blas_threads(n_threads, n)):
         stats = _HSICStats(B, X, Y, kernel_x, px, kernel_y, py, estimator, n_threads)
     ident = np.arange(n, dtype=np.int32)[None, :]
     observed = float(stats.statistics(ident, ident)[0])
