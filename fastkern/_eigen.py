@@ -23,7 +23,7 @@ from fastkern import _centering
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads
 
-__all__ = ["block_eigsh", "column_signs", "krylov_basis", "randomized_eigsh"]
+__all__ = ["block_eigsh", "column_signs", "krylov_basis", "randomized_eigsh", "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -113,6 +113,31 @@ def krylov_basis(n, block_size, max_blocks=None):
     V.fill(0.0)
     W.fill(0.0)
     return V, W
+
+
+def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
+    """The k largest eigenpairs of a symmetric matrix A, ascending, as scipy's eigh.
+
+    LAPACK's syevr asked for an index range (``subset_by_index``) may return
+    fewer pairs than asked on a clustered spectrum: for the centred 300 x 300
+    identity (eigenvalue 1, multiplicity 299) it returned none of the top 5
+    and one of the top 1; syevx failed the same way.  A short answer is
+    followed by the whole spectrum from syev (implicit QL/QR, which overwrites
+    A with the eigenvectors and needs only O(n) workspace, so the fallback
+    holds no second n x n array beyond A).  With overwrite_a, the first call
+    has destroyed A, and rebuild() must return it again.
+    """
+    n = A.shape[0]
+    w, v = linalg.eigh(A, lower=lower, subset_by_index=(n - k, n - 1), overwrite_a=overwrite_a,
+                       driver="evr", check_finite=False)
+    if w.size == k:
+        return w, v
+    del w, v
+    if overwrite_a:
+        A = rebuild()
+    w, v = linalg.eigh(A, lower=lower, overwrite_a=overwrite_a, driver="ev",
+                       check_finite=False)
+    return w[n - k:].copy(), np.array(v[:, n - k:])
 
 
 def _orthonormal_block(Z, basis, width, rng, n_threads=None, norms=None):
@@ -499,18 +524,22 @@ def _residuals(V, W, cols, S, theta, lo, hi, n_threads=None):
     return R, norms
 
 
-def _dense(matmat, n, k, p, dtype, callback):
-    # A is formed from products with blocks of unit vectors, at most 256 wide
-    # so that the identity blocks stay O(n) memory.
-    p = min(p, 256)
+def _form(matmat, n, p, dtype):
+    """The operator as an n x n array, symmetrised, from products with blocks of
+    p columns wide (so the identity blocks stay O(n) memory)."""
     A = np.empty((n, n))
     for start in range(0, n, p):
         stop = min(n, start + p)
         E = np.zeros((n, stop - start))
         E[np.arange(start, stop), np.arange(stop - start)] = 1.0
         A[:, start:stop] = _apply(matmat, E, dtype, n)
-    A = (A + A.T) * 0.5
-    w, v = linalg.eigh(A, subset_by_index=(n - k, n - 1), overwrite_a=True, check_finite=False)
+    return (A + A.T) * 0.5
+
+
+def _dense(matmat, n, k, p, dtype, callback):
+    p = min(p, 256)
+    w, v = top_eigh(_form(matmat, n, p, dtype), k, overwrite_a=True,
+                    rebuild=functools.partial(_form, matmat, n, p, dtype))
     w, v = w[::-1].copy(), np.ascontiguousarray(v[:, ::-1])
     if callback is not None:
         A_v = np.empty_like(v)
