@@ -213,6 +213,13 @@ class _StringKernel(StructuredKernel):
         if not item:
             raise ValueError(f"{name} is an empty string; string kernels need non-empty "
                              "strings")
+        try:
+            item.encode("utf-32-le")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{name} holds a lone surrogate {item[exc.start]!r} at position "
+                             f"{exc.start}, not a Unicode character (text decoded with "
+                             "errors='surrogateescape'? decode it with errors='replace')"
+                             ) from None
         return str(item)
 
     def _encode(self, samples):
@@ -818,9 +825,9 @@ class WeisfeilerLehman(StructuredKernel):
     """Weisfeiler-Lehman subtree kernel (Shervashidze et al., 2011), vertex-histogram base.
 
     A graph is a pair ``(adjacency, node_labels)``: ``adjacency`` an
-    (n_nodes, n_nodes) scipy sparse matrix or array whose nonzero entries
-    (i, j) make j a neighbour of i (give a symmetric matrix for an undirected
-    graph), ``node_labels`` a sequence of n_nodes hashable labels (node i has
+    (n_nodes, n_nodes) scipy sparse matrix or array, finite, whose nonzero
+    entries (i, j) make j a neighbour of i (symmetric in its nonzero pattern
+    unless ``directed=True``), ``node_labels`` a sequence of n_nodes hashable labels (node i has
     node_labels[i]) or a dict {i: label} over 0..n_nodes-1.  An edge list
     [(u, v), ...] becomes such a matrix with
     ``scipy.sparse.coo_array((np.ones(len(e)), tuple(np.transpose(e))), shape=(n, n))``.
@@ -831,6 +838,11 @@ class WeisfeilerLehman(StructuredKernel):
         Relabelling iterations (>= 0).
     normalize : bool, default=False
         Divide by sqrt(k(G, G) k(G', G')).
+    directed : bool, default=False
+        Accept adjacency matrices whose nonzero pattern is not symmetric: the
+        neighbours of node i are then its out-neighbours, the j with
+        A[i, j] != 0.  With False such a matrix is refused (a ValueError), as
+        a directed graph given by mistake would be compared silently.
 
     Notes
     -----
@@ -854,12 +866,13 @@ class WeisfeilerLehman(StructuredKernel):
 
     _sample_kind = "graph"
 
-    def __init__(self, n_iter=5, normalize=False):
+    def __init__(self, n_iter=5, normalize=False, directed=False):
         self.n_iter = check_int(n_iter, "n_iter", 0)
         self.normalize = check_bool(normalize, "normalize")
+        self.directed = check_bool(directed, "directed")
 
     def _params(self):
-        return {"n_iter": self.n_iter, "normalize": self.normalize}
+        return {"n_iter": self.n_iter, "normalize": self.normalize, "directed": self.directed}
 
     def _check_sample(self, item, name):
         if isinstance(item, (np.ndarray, str, bytes)) or sp.issparse(item) or \
@@ -891,13 +904,21 @@ class WeisfeilerLehman(StructuredKernel):
         if sp.issparse(A):
             # A copy: eliminate_zeros must not touch the caller's matrix.
             A = sp.csr_matrix(A, copy=True)
+            self._check_entries(A.data, name)
             A.eliminate_zeros()
             A.sort_indices()
+            if not self.directed:
+                pattern = A.astype(bool)
+                if (pattern != pattern.T).nnz:
+                    self._asymmetric(name)
             A = _Neighbours(A.indptr, A.indices)
         else:
+            self._check_entries(A, name)
             # Neighbour lists straight from the dense matrix: a scipy matrix per
             # small graph cost more than the whole relabelling.
             nonzero = A != 0
+            if not self.directed and not np.array_equal(nonzero, nonzero.T):
+                self._asymmetric(name)
             A = _Neighbours(np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]),
                             np.nonzero(nonzero)[1])
         if isinstance(labels, Mapping):
@@ -916,6 +937,19 @@ class WeisfeilerLehman(StructuredKernel):
             except TypeError:
                 raise TypeError(f"{name}: node label {v!r} is not hashable") from None
         return (A, labels)
+
+    @staticmethod
+    def _check_entries(values, name):
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            what = "NaN" if np.isnan(values).any() else "infinite"
+            raise ValueError(f"{name}: the adjacency matrix has {what} entries; its nonzero "
+                             "entries are the edges, so they must be finite")
+
+    @staticmethod
+    def _asymmetric(name):
+        raise ValueError(f"{name}: the adjacency matrix is not symmetric (an edge i -> j "
+                         "without j -> i): give both directions of every edge for an "
+                         "undirected graph, or directed=True for a directed one")
 
     def features(self, X, Y=None):
         """Compute the WL label-histogram matrices of X (and Y), with shared label ids.

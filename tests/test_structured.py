@@ -663,3 +663,42 @@ def test_overflowing_string_kernels_say_so(make):
     # lambda_**span passes 1e308 on these lengths: no inf, NaN or silent 0.
     with pytest.raises(ValueError, match="overflow"):
         make()(["ab" * 300, "ba" * 10])
+
+
+# --------------------------------------------------------------- bad input named
+@pytest.mark.parametrize("make", [lambda: Spectrum(k=3), lambda: Subsequence(k=2),
+                                  lambda: AllSubstrings()], ids=["spectrum", "subsequence",
+                                                                 "allsubstrings"])
+def test_lone_surrogate_is_a_value_error_naming_the_sample(make):
+    with pytest.raises(ValueError, match=r"X\[0\].*surrogate"):
+        make()(["\ud800abc", "xyz"])
+    with pytest.raises(ValueError, match=r"Y\[1\].*surrogate"):
+        make()(["abc"], ["xyz", "ab\udfffc"])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_weisfeiler_lehman_rejects_non_finite_adjacency(bad, sparse):
+    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, bad], [0.0, bad, 0.0]])
+    ok = (np.array([[0, 1], [1, 0]]), ["a", "b"])
+    graph = (sp.csr_matrix(A) if sparse else A, ["a", "b", "a"])
+    with pytest.raises(ValueError, match=r"X\[1\].*(NaN|infinite)"):
+        WeisfeilerLehman(n_iter=2)([ok, graph])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_weisfeiler_lehman_directed_adjacency_needs_directed_true(sparse):
+    # A directed path a -> b -> c: node b has one out-neighbour.
+    A = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    graph = (sp.csr_matrix(A) if sparse else A, ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"X\[0\].*not symmetric.*directed=True"):
+        WeisfeilerLehman(n_iter=1)([graph])
+    # With directed=True the neighbours are the out-neighbours: compare with
+    # the hand-made relabelling of the same out-neighbour lists.
+    K = WeisfeilerLehman(n_iter=2, directed=True)([graph, graph])
+    np.testing.assert_array_equal(K, wl_ref([(A, ["a", "b", "c"])] * 2, 2))
+    # A symmetric pattern with unequal weights is an undirected graph.
+    W = np.array([[0, 2.0, 0], [0.5, 0, 1], [0, 3, 0]])
+    sym = (W != 0).astype(float)
+    np.testing.assert_array_equal(WeisfeilerLehman(n_iter=2)([(W, list("aba"))]),
+                                  wl_ref([(sym, list("aba"))], 2))
