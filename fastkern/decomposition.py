@@ -167,7 +167,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         solver's default).  For "block_krylov", converged means every
         residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10, or
         2e-13 when "auto" chose it).  For "incomplete_cholesky", tol bounds
-        the largest residual diagonal of K - G G^T (tol=0: 1e-6).
+        the largest residual diagonal of K - G G^T relative to the mean
+        diagonal of the centred factor (tol=0: 1e-6; ``incomplete_cholesky``
+        with centered=True).
     max_iter : int or None, default=None
         Eigensolver iteration limit for "arpack" and "block_krylov".  On
         max_iter "block_krylov" warns with the residual norms and keeps the
@@ -195,7 +197,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of Nystrom landmarks (eigen_solver="nystrom"; None: the smaller
         of n_samples and 1000).
     ichol_max_rank : int or None, default=None
-        The largest rank of "incomplete_cholesky" (None: no limit but tol).
+        The largest rank of "incomplete_cholesky" (None: no limit but tol);
+        a ConvergenceWarning says when it stops the factor before tol.
     verbose : bool, default=False
         Print eigensolver progress.
 
@@ -683,8 +686,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise TypeError("eigen_solver='incomplete_cholesky' needs a dense X, got a "
                             "sparse matrix")
         Xk = normalize(X) if self.kernel == "cosine" else X
+        # tol relative to the centred kernel, the matrix whose spectrum this is.
         res = incomplete_cholesky(Xk, **self._ichol_kernel_args(), tol=self.tol or 1e-6,
-                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads)
+                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads,
+                                  centered=True)
         G = np.array(res.G, dtype=np.float64)
         self._ichol_L = G[res.pivots]
         self._ichol_mean = G.mean(axis=0)

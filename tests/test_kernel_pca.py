@@ -1056,3 +1056,17 @@ def test_large_n_solvers_refuse_sparse_input_by_name(solver, container):
     kpca.fit(np.eye(20))
     with pytest.raises(TypeError, match="sparse"):
         kpca.transform(X)
+
+
+@pytest.mark.parametrize("gamma", [1e-9, 1e-6, 0.1])
+def test_incomplete_cholesky_is_relative_to_the_centred_problem(gamma):
+    # An RBF of tiny gamma is a nearly constant Gram: the eigenvalues of the
+    # centred Gram are ~gamma, and an absolute tol on the uncentred diagonal
+    # stopped at rank 1 (eigenvalues [7.6e-15, 0, 0] against 7.6e-7...).
+    X = np.random.default_rng(11).normal(size=(300, 3))
+    dense = KernelPCA(3, kernel="rbf", gamma=gamma, eigen_solver="dense").fit(X)
+    ichol = KernelPCA(3, kernel="rbf", gamma=gamma, eigen_solver="incomplete_cholesky").fit(X)
+    np.testing.assert_allclose(ichol.eigenvalues_, dense.eigenvalues_, rtol=1e-4)
+    np.testing.assert_allclose(np.abs(ichol.transform(X_TEST[:, :3])),
+                               np.abs(dense.transform(X_TEST[:, :3])),
+                               rtol=1e-3, atol=1e-3 * np.sqrt(dense.eigenvalues_[0]))
