@@ -169,7 +169,9 @@ def _normalize(out, dx, dy, kx, ky):
     """out[i, j] / sqrt(dx[i] dy[j]) (kernlab's and grakel's formula), in row blocks.
 
     As out / (sqrt(dx) sqrt(dy)): the product dx dy overflows past 1e154
-    each (and underflows below 1e-154) where the square roots do not.  Where a self-similarity is 0 (kernlab: NaN) the value is 1 for equal
+    each (and underflows below 1e-154) where the square roots do not.
+
+    Where a self-similarity is 0 (kernlab: NaN) the value is 1 for equal
     samples (keys kx[i] == ky[j]) and 0 otherwise: consistent between a
     symmetric and a cross Gram, and positive semi-definite (blocks of ones).
     """

@@ -243,13 +243,15 @@ def test_subsequence_kernel_stops_on_ctrl_c():
 def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
     """Seconds from the first call of module.name during fn() to fn's
     KeyboardInterrupt, when another process sends SIGINT `delay` seconds
-    after that call began; None if fn finished first.
+    after that call began; None if fn finished first.  module.name is the
+    step just before the eigensolver (the centring), so the signal lands in
+    the eigensolver.
 
     time_to_interrupt's timer thread needs the GIL to send the signal, and a
     LAPACK call through f2py holds it: the signal would only leave once the
     call is over, and the latency look small.  A shell needs no GIL.  The
     signal is timed from the call, not from fn's start, so that it lands in
-    the call however long the Gram before it takes on a loaded machine.
+    the solver however long the Gram before it takes on a loaded machine.
     """
     import os
     import subprocess
@@ -285,18 +287,21 @@ def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
 @pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense"])
 def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
-    # interrupted: it runs in a worker thread that the main thread waits on.
-    from scipy import linalg
+    # interrupted: it runs without the GIL in a worker thread that the main
+    # thread waits on.
+    from fastkern import cca, centering
 
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(2500, 5)), rng.normal(size=(2500, 3))
     if solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
+        before = (cca, "center_gram")
     else:
         call = lambda: fastkern.KernelPCA(2400, kernel="rbf",  # noqa: E731
                                           eigen_solver="dense").fit(X)
+        before = (centering.KernelCenterer, "_fit_transform_checked")
     delay = 0.3
-    elapsed = _interrupt_inside(call, monkeypatch, linalg, "eigh", delay)
+    elapsed = _interrupt_inside(call, monkeypatch, *before, delay)
     _join_lapack_workers()
     assert elapsed is not None, "the fit finished before Ctrl-C: make the case larger"
     assert elapsed - delay < LATENCY

@@ -596,9 +596,12 @@ def _fdot(fa, fb):
 
 
 @pytest.mark.parametrize("X, k, lam", [
-    (["abcabcabc" * 30, "abc", "cab" * 20], 2, 2.0),     # k(x, x) near 1e162: the product overflowed
-    (["abcab", "acbca", "bcabbac", "cabcab"], 3, 1e-30),  # k(x, x) near 1e-180: it underflowed
-    (["ab" * 15, "ba" * 9, "aabb"], 2, 1e-160),           # lam**4 alone underflows float64
+    # k(x, x) near 1e162: the product overflowed.
+    (["abcabcabc" * 30, "abc", "cab" * 20], 2, 2.0),
+    # k(x, x) near 1e-180: it underflowed.
+    (["abcab", "acbca", "bcabbac", "cabcab"], 3, 1e-30),
+    # lam**4 alone underflows float64.
+    (["ab" * 15, "ba" * 9, "aabb"], 2, 1e-160),
 ], ids=["lam2-long", "lam1e-30", "lam1e-160"])
 def test_normalized_subsequence_over_the_float_range_matches_exact_rationals(X, k, lam):
     feats = [_exact_subsequence_features(x, k, lam) for x in X]
