@@ -280,10 +280,10 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if k == max_rank:
             if k == n:
                 break
-            what = (f"tol * mean centred diagonal = {bound:.3g}" if centered else "tol")
+            target = f" (against tol * mean centred diagonal = {bound:.3g})" if centered else ""
             warnings.warn(f"incomplete_cholesky stopped at max_rank={max_rank} before "
                           f"reaching tol={tol:g}: the largest residual diagonal of K - G G^T "
-                          f"is {top:.3g} ({what}); raise max_rank, or accept the coarser "
+                          f"is {top:.3g}{target}; raise max_rank, or accept the coarser "
                           "factor", ConvergenceWarning, stacklevel=2)
             break
         if k == capacity:
