@@ -12,6 +12,7 @@ import contextlib
 import functools
 import math
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -19,11 +20,12 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from fastkern import _centering
+from fastkern import _centering, _inchol
 from fastkern._threads import blas_limit
 from fastkern._validation import check_int, check_n_threads
 
-__all__ = ["block_eigsh", "column_signs", "krylov_basis", "randomized_eigsh"]
+__all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "randomized_eigsh",
+           "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -113,6 +115,74 @@ def krylov_basis(n, block_size, max_blocks=None):
     V.fill(0.0)
     W.fill(0.0)
     return V, W
+
+
+def interruptible(fn, *args, **kwargs):
+    """fn(*args, **kwargs), run so that Ctrl-C raises KeyboardInterrupt at once.
+
+    For one long LAPACK or BLAS call (an eigh or an SVD of a Gram matrix:
+    scipy's eigh took 118 s at N=6000 in KernelCCA), which holds no point
+    where Python could handle a signal.  fn runs in a worker thread and the
+    main thread waits on it in 0.05 s steps, handling any signal between
+    them, so KeyboardInterrupt comes out within a step; the worker, which
+    cannot be stopped, finishes in the background and drops its result (the
+    thread is named "fastkern-lapack").  fn must release the GIL for its
+    long part (``_inchol.syevr``/``syev``, numpy's linalg and matmul do;
+    scipy.linalg's f2py wrappers do not, and the main thread would wait
+    for the GIL instead).  Called from another thread than the main one
+    (where signals do not arrive), fn runs in place.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args, **kwargs)
+    box = {}
+
+    def work():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="fastkern-lapack", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "error" in box:
+        raise box.pop("error")
+    return box["value"]
+
+
+def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
+    """The k largest eigenpairs of a symmetric matrix A, ascending, as scipy's eigh.
+
+    LAPACK's syevr asked for an index range (``subset_by_index``) may return
+    fewer pairs than asked on a clustered spectrum: for the centred 300 x 300
+    identity (eigenvalue 1, multiplicity 299) it returned none of the top 5
+    and one of the top 1; syevx failed the same way.  A short answer is
+    followed by the whole spectrum from syev (implicit QL/QR, which overwrites
+    A with the eigenvectors and needs only O(n) workspace, so the fallback
+    holds no second n x n array beyond A).  With overwrite_a, the first call
+    has destroyed A, and rebuild() must return it again.
+    Both run without the GIL (``_inchol.syevr``, ``_inchol.syev``) through
+    ``interruptible``, so Ctrl-C is seen.  A (float32 or float64) is used in
+    place when overwrite_a and Fortran-ordered (a C-ordered symmetric K
+    passes as K.T), else copied.
+    """
+    n = A.shape[0]
+    w, v = interruptible(_inchol.syevr, _lapack_input(A, overwrite_a), lower, n - k + 1, n)
+    if w.size == k:
+        return w, v
+    del w, v
+    a = _lapack_input(rebuild() if overwrite_a else A, overwrite_a)
+    w = interruptible(_inchol.syev, a, lower)
+    return w[n - k:].copy(), np.array(a[:, n - k:])
+
+
+def _lapack_input(A, overwrite_a):
+    """A as the Fortran-ordered float array LAPACK overwrites: A itself if allowed."""
+    dtype = np.float32 if A.dtype == np.float32 else np.float64
+    if overwrite_a and A.flags.f_contiguous and A.flags.writeable and A.dtype == dtype:
+        return A
+    return np.array(A, dtype=dtype, order="F")
 
 
 def _orthonormal_block(Z, basis, width, rng, n_threads=None, norms=None):
@@ -499,18 +569,23 @@ def _residuals(V, W, cols, S, theta, lo, hi, n_threads=None):
     return R, norms
 
 
-def _dense(matmat, n, k, p, dtype, callback):
-    # A is formed from products with blocks of unit vectors, at most 256 wide
-    # so that the identity blocks stay O(n) memory.
-    p = min(p, 256)
+def _form(matmat, n, p, dtype):
+    """The operator as an n x n array, symmetrised, from products with blocks of
+    p columns wide (so the identity blocks stay O(n) memory)."""
     A = np.empty((n, n))
     for start in range(0, n, p):
         stop = min(n, start + p)
         E = np.zeros((n, stop - start))
         E[np.arange(start, stop), np.arange(stop - start)] = 1.0
         A[:, start:stop] = _apply(matmat, E, dtype, n)
-    A = (A + A.T) * 0.5
-    w, v = linalg.eigh(A, subset_by_index=(n - k, n - 1), overwrite_a=True, check_finite=False)
+    return (A + A.T) * 0.5
+
+
+def _dense(matmat, n, k, p, dtype, callback):
+    p = min(p, 256)
+    # _form's result is symmetric: its transpose is the same matrix in Fortran order.
+    w, v = top_eigh(_form(matmat, n, p, dtype).T, k, overwrite_a=True,
+                    rebuild=lambda: _form(matmat, n, p, dtype).T)
     w, v = w[::-1].copy(), np.ascontiguousarray(v[:, ::-1])
     if callback is not None:
         A_v = np.empty_like(v)

@@ -24,10 +24,19 @@ j on a block of rows whose float64 accumulator stays in L1).  One parallel
 region per step (several only when a step takes longer than the Ctrl-C
 batch target), instead of the 9 or so a generic Gram call for the kernel
 column opens, which on a loaded 2-core machine made 2 threads slower than 1.
+
+Also here: ``syevr`` and ``syev``, LAPACK's symmetric eigensolvers called
+without the GIL (scipy's f2py wrappers hold it for the whole call, so a
+thread waiting on them could not even raise KeyboardInterrupt): the dense
+eigensolvers run them in a worker thread (fastkern._eigen.interruptible).
 """
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.stdlib cimport free, malloc
+from scipy.linalg.cython_lapack cimport dsyev, dsyevr, ssyev, ssyevr
+
+import numpy as np
+from numpy.linalg import LinAlgError
 
 from fastkern._batches cimport Batches
 from fastkern._maps cimport (
@@ -175,3 +184,78 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
         free(bsum)
         free(barg)
     return batches.size, best, top, trace
+
+
+def syevr(floating[::1, :] a, bint lower, int il, int iu):
+    """Eigenpairs il..iu (1-based, ascending) of the symmetric Fortran-ordered a,
+    by LAPACK's syevr without the GIL; a is destroyed.  Returns (w, z), with
+    as many pairs as syevr found (it can find fewer on clustered spectra)."""
+    cdef int n = a.shape[0], m = 0, info = 0, lwork = -1, liwork = -1, iwq = 0
+    cdef int ldz = max(n, 1)
+    cdef floating vl = 0, vu = 0, abstol = 0, wq = 0
+    cdef char jobz = b'V', rng = b'A' if il == 1 and iu == n else b'I'
+    cdef char uplo = b'L' if lower else b'U'
+    if a.shape[1] != n or not 1 <= il <= iu <= n:
+        raise ValueError(f"syevr needs a square matrix and 1 <= il <= iu <= n, got shape "
+                         f"({a.shape[0]}, {a.shape[1]}), il={il}, iu={iu}")
+    dtype = np.float32 if floating is float else np.float64
+    w_a = np.empty(n, dtype=dtype)
+    z_a = np.empty((n, iu - il + 1), dtype=dtype, order="F")
+    isuppz_a = np.empty(2 * (iu - il + 1), dtype=np.intc)
+    cdef floating[::1] w = w_a
+    cdef floating[::1, :] z = z_a
+    cdef int[::1] isuppz = isuppz_a
+    with nogil:
+        if floating is float:
+            ssyevr(&jobz, &rng, &uplo, &n, &a[0, 0], &n, &vl, &vu, &il, &iu, &abstol, &m,
+                   &w[0], &z[0, 0], &ldz, &isuppz[0], &wq, &lwork, &iwq, &liwork, &info)
+        else:
+            dsyevr(&jobz, &rng, &uplo, &n, &a[0, 0], &n, &vl, &vu, &il, &iu, &abstol, &m,
+                   &w[0], &z[0, 0], &ldz, &isuppz[0], &wq, &lwork, &iwq, &liwork, &info)
+    lwork, liwork = <int> wq, iwq
+    work_a = np.empty(max(lwork, 1), dtype=dtype)
+    iwork_a = np.empty(max(liwork, 1), dtype=np.intc)
+    cdef floating[::1] work = work_a
+    cdef int[::1] iwork = iwork_a
+    with nogil:
+        if floating is float:
+            ssyevr(&jobz, &rng, &uplo, &n, &a[0, 0], &n, &vl, &vu, &il, &iu, &abstol, &m,
+                   &w[0], &z[0, 0], &ldz, &isuppz[0], &work[0], &lwork, &iwork[0], &liwork,
+                   &info)
+        else:
+            dsyevr(&jobz, &rng, &uplo, &n, &a[0, 0], &n, &vl, &vu, &il, &iu, &abstol, &m,
+                   &w[0], &z[0, 0], &ldz, &isuppz[0], &work[0], &lwork, &iwork[0], &liwork,
+                   &info)
+    if info != 0:
+        raise LinAlgError(f"LAPACK syevr failed (info={info})")
+    return w_a[:m], z_a[:, :m]
+
+
+def syev(floating[::1, :] a, bint lower):
+    """All eigenvalues (ascending) of the symmetric Fortran-ordered a, by LAPACK's
+    syev without the GIL; a is overwritten by the eigenvectors (O(n) workspace)."""
+    cdef int n = a.shape[0], info = 0, lwork = -1
+    cdef floating wq = 0
+    cdef char jobz = b'V'
+    cdef char uplo = b'L' if lower else b'U'
+    if a.shape[1] != n:
+        raise ValueError(f"syev needs a square matrix, got shape ({a.shape[0]}, {a.shape[1]})")
+    dtype = np.float32 if floating is float else np.float64
+    w_a = np.empty(n, dtype=dtype)
+    cdef floating[::1] w = w_a
+    with nogil:
+        if floating is float:
+            ssyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &wq, &lwork, &info)
+        else:
+            dsyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &wq, &lwork, &info)
+    lwork = <int> wq
+    work_a = np.empty(max(lwork, 1), dtype=dtype)
+    cdef floating[::1] work = work_a
+    with nogil:
+        if floating is float:
+            ssyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &work[0], &lwork, &info)
+        else:
+            dsyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &work[0], &lwork, &info)
+    if info != 0:
+        raise LinAlgError(f"LAPACK syev failed (info={info})")
+    return w_a

@@ -3,14 +3,19 @@
 Every sample is a run of a flat array: sample i of a batch is
 ``items[offsets[i]:offsets[i + 1]]`` (string code points, or sorted set item
 ids with ``weights`` beside them).  Each entry of the Gram is an independent
-O(|x| |y|) (or O(k |x| |y|), or O(|x| + |y|)) computation, so rows are shared
-between threads with a dynamic schedule, in time-bounded batches
-(fastkern._batches) so that Ctrl-C is seen.  For a symmetric Gram only the
-upper triangle is computed and then mirrored.  An entry's value does not
+O(|x| |y|) (or O(k |x| |y|), or O(|x| + |y|)) computation.  The entries
+(pairs of samples) are numbered row by row and run in time-bounded batches
+of consecutive pairs (fastkern._batches), each batch split into chunks that
+threads take with a dynamic schedule: a batch is a few pairs when a pair is
+long (Subsequence on strings of thousands of characters: a pair takes tens
+of milliseconds, a row of 600 of them took seconds), so Ctrl-C is seen
+within a batch's time whatever the row costs.  For a symmetric Gram only
+the upper triangle is computed and then mirrored.  An entry's value does not
 depend on the thread that computes it, so the Gram is bit-identical for any
 thread count.  Inputs are validated by fastkern.structured.
 """
 from cython.parallel cimport prange, parallel
+from libc.math cimport exp, ldexp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 import numpy as np
@@ -22,6 +27,7 @@ cdef enum:
     SUBSTRING = 0
     SUBSEQUENCE = 1
     SET_MIN = 2
+    SET_RATIO = 3
 
 
 cdef double _substring_pair(const int32_t *a, Py_ssize_t p, const int32_t *b,
@@ -51,6 +57,40 @@ cdef double _substring_pair(const int32_t *a, Py_ssize_t p, const int32_t *b,
     return acc
 
 
+cdef double _substring_pair_scaled(const int32_t *a, Py_ssize_t p, const int32_t *b,
+                                   Py_ssize_t q, const double *logcw, double shift,
+                                   double *hist) noexcept nogil:
+    """_substring_pair with cw[r] = exp(logcw[r] - shift), each evaluated once.
+
+    The maximal runs are counted by length first (hist, zeroed on return), so
+    a pair costs min(p, q) exponentials besides its O(p q) walk.  For the
+    normalised kernels whose weights over- or underflow float64: shift is
+    (s_x + s_y) / 2 with s_x = logcw[|x|], so every term is at most 1 and
+    k(x, x) has a term 1 (the whole of x against itself).
+    """
+    cdef double acc = 0.0
+    cdef Py_ssize_t d, i, j, run, m = p if p < q else q
+    for d in range(-(p - 1), q):
+        i = -d if d < 0 else 0
+        j = i + d
+        run = 0
+        while i < p and j < q:
+            if a[i] == b[j]:
+                run = run + 1
+            elif run:
+                hist[run] = hist[run] + 1.0
+                run = 0
+            i = i + 1
+            j = j + 1
+        if run:
+            hist[run] = hist[run] + 1.0
+    for run in range(1, m + 1):
+        if hist[run] != 0.0:
+            acc = acc + hist[run] * exp(logcw[run] - shift)
+            hist[run] = 0.0
+    return acc
+
+
 cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
                               Py_ssize_t q, int n, double lam,
                               double *prev, double *cur) noexcept nogil:
@@ -60,9 +100,17 @@ cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
     row stride q + 1: K'_l(s[:i], t[:j]) = lam K'_l(s[:i-1], t[:j]) + K''_l(i, j)
     with K''_l(i, j) = lam K''_l(i, j-1) + [t_j == s_i] lam^2 K'_{l-1}(i-1, j-1),
     and K_n = sum over s_i == t_j of lam^2 K'_{n-1}(s[:i-1], t[:j-1]).
+
+    Every term holds the factor lam^2 once per matched character, lam^(2n)
+    in all, and lam^(gaps) besides: this returns K_n / lam^(2n) (each match
+    weighs 1 instead of lam^2), which the caller multiplies back or, for the
+    normalised kernel, drops.  It is at least 1 for k(x, x) (x's contiguous
+    n-substrings against themselves) and, for lam <= 1, at most the number
+    of index-tuple pairs, where lam^(2n) alone underflows for lam below about
+    1e-308^(1/2n).
     """
     cdef Py_ssize_t stride = q + 1, i, j, idx
-    cdef double lam2 = lam * lam, kpp, acc = 0.0
+    cdef double kpp, acc = 0.0
     cdef double *tmp
     cdef int32_t x
     cdef int l
@@ -80,7 +128,7 @@ cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
             for j in range(1, q + 1):
                 kpp = lam * kpp
                 if t[j - 1] == x:
-                    kpp = kpp + lam2 * prev[(i - 1) * stride + j - 1]
+                    kpp = kpp + prev[(i - 1) * stride + j - 1]
                 cur[i * stride + j] = lam * cur[(i - 1) * stride + j] + kpp
         tmp = prev
         prev = cur
@@ -89,7 +137,7 @@ cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
         x = s[i - 1]
         for j in range(1, q + 1):
             if t[j - 1] == x:
-                acc = acc + lam2 * prev[(i - 1) * stride + j - 1]
+                acc = acc + prev[(i - 1) * stride + j - 1]
     return acc
 
 
@@ -110,48 +158,127 @@ cdef double _min_sum(const int64_t *a, const double *wa, Py_ssize_t na,
     return acc
 
 
-cdef void _row(int kind, Py_ssize_t i, Py_ssize_t j0, Py_ssize_t ny,
-               const int32_t *sx, const int32_t *sy, const int64_t *ix, const int64_t *iy,
-               const double *wx, const double *wy,
-               const int64_t *ox, const int64_t *oy, const double *cw, int n, double lam,
-               double *buf, double *orow) noexcept nogil:
-    cdef Py_ssize_t j, a0 = ox[i], p = ox[i + 1] - ox[i]
-    for j in range(j0, ny):
-        if kind == SUBSTRING:
-            orow[j] = _substring_pair(sx + a0, p, sy + oy[j], oy[j + 1] - oy[j], cw)
-        elif kind == SUBSEQUENCE:
-            orow[j] = _subsequence_pair(sx + a0, p, sy + oy[j], oy[j + 1] - oy[j], n, lam,
-                                        buf, buf + (p + 1) * (oy[j + 1] - oy[j] + 1))
+cdef double _ratio_pair(const int64_t *a, const double *wa, Py_ssize_t na, int ea,
+                        const int64_t *b, const double *wb, Py_ssize_t nb,
+                        int eb) noexcept nogil:
+    """sum_i min(a_i, b_i) / sum_i max(a_i, b_i) (1 for two empty samples), scaled.
+
+    The weights come divided by 2^ea and 2^eb, powers of two that bring each
+    sample's largest weight into [1/2, 1), and are brought to the pair's
+    common scale 2^max(ea, eb): no sum can overflow (weights of 1e308 made
+    inf before) and the smaller sample's weights lose only what is
+    negligible next to the larger's (the ratio is scale-free).
+    """
+    cdef Py_ssize_t i = 0, j = 0
+    cdef int e = ea if ea > eb else eb
+    cdef double fa = ldexp(1.0, ea - e), fb = ldexp(1.0, eb - e), lo = 0.0, hi = 0.0, x, y
+    while i < na and j < nb:
+        if a[i] < b[j]:
+            hi = hi + wa[i] * fa
+            i = i + 1
+        elif a[i] > b[j]:
+            hi = hi + wb[j] * fb
+            j = j + 1
         else:
-            orow[j] = _min_sum(ix + a0, wx + a0, p, iy + oy[j], wy + oy[j],
-                               oy[j + 1] - oy[j])
+            x = wa[i] * fa
+            y = wb[j] * fb
+            if x < y:
+                lo = lo + x
+                hi = hi + y
+            else:
+                lo = lo + y
+                hi = hi + x
+            i = i + 1
+            j = j + 1
+    while i < na:
+        hi = hi + wa[i] * fa
+        i = i + 1
+    while j < nb:
+        hi = hi + wb[j] * fb
+        j = j + 1
+    return lo / hi if hi > 0.0 else 1.0
+
+
+cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssize_t nx,
+                 Py_ssize_t ny, const int64_t *rowstart,
+                 const int32_t *sx, const int32_t *sy, const int64_t *ix, const int64_t *iy,
+                 const double *wx, const double *wy, const int32_t *ex, const int32_t *ey,
+                 const int64_t *ox, const int64_t *oy, const double *cw,
+                 const double *logcw, const double *lsx, const double *lsy, int n, double lam,
+                 double *buf, double *out) noexcept nogil:
+    """Entries t0 .. t1 - 1 of the Gram, numbered row by row (from the diagonal
+    when symmetric): rowstart[i] is the number of the first entry of row i."""
+    cdef Py_ssize_t lo = 0, hi = nx, mid, i, j, t, a0, p, q
+    while hi - lo > 1:  # the row holding t0: rowstart[i] <= t0 < rowstart[i + 1]
+        mid = (lo + hi) // 2
+        if rowstart[mid] <= t0:
+            lo = mid
+        else:
+            hi = mid
+    i = lo
+    j = (i if symmetric else 0) + t0 - rowstart[i]
+    for t in range(t0, t1):
+        if j == ny:
+            i = i + 1
+            j = i if symmetric else 0
+        a0 = ox[i]
+        p = ox[i + 1] - a0
+        q = oy[j + 1] - oy[j]
+        if kind == SUBSTRING:
+            if logcw == NULL:
+                out[i * ny + j] = _substring_pair(sx + a0, p, sy + oy[j], q, cw)
+            else:
+                out[i * ny + j] = _substring_pair_scaled(sx + a0, p, sy + oy[j], q, logcw,
+                                                         0.5 * (lsx[i] + lsy[j]), buf)
+        elif kind == SUBSEQUENCE:
+            out[i * ny + j] = _subsequence_pair(sx + a0, p, sy + oy[j], q, n, lam,
+                                                buf, buf + (p + 1) * (q + 1))
+        elif kind == SET_MIN:
+            out[i * ny + j] = _min_sum(ix + a0, wx + a0, p, iy + oy[j], wy + oy[j], q)
+        else:
+            out[i * ny + j] = _ratio_pair(ix + a0, wx + a0, p, ex[i], iy + oy[j], wy + oy[j],
+                                          q, ey[j])
+        j = j + 1
 
 
 def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
           double[:, ::1] out, bint symmetric, int n_threads, wx=None, wy=None,
-          const double[::1] cw=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0):
-    cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j
+          const double[::1] cw=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
+          ex=None, ey=None, const double[::1] logcw=None, lsx=None, lsy=None):
+    """out[i, j] = the kernel of sample i of x and j of y (kind: SUBSTRING with
+    cw, or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
+    n and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
+    exponents ex, ey of their scaling)."""
+    cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, c, size, nchunks
     cdef const int32_t[::1] sxv, syv
     cdef const int64_t[::1] ixv, iyv
-    cdef const double[::1] wxv, wyv
+    cdef const double[::1] wxv, wyv, lsxv, lsyv
+    cdef const int32_t[::1] exv, eyv
     cdef const int32_t *psx = NULL
     cdef const int32_t *psy = NULL
     cdef const int64_t *pix = NULL
     cdef const int64_t *piy = NULL
     cdef const double *pwx = NULL
     cdef const double *pwy = NULL
+    cdef const int32_t *pex = NULL
+    cdef const int32_t *pey = NULL
     cdef const double *pcw = NULL
+    cdef const double *plcw = NULL
+    cdef const double *plsx = NULL
+    cdef const double *plsy = NULL
     cdef double *pbuf = NULL
     cdef double[:, ::1] bufs
     cdef double *po = &out[0, 0]
     cdef int threads, tid
-    cdef Batches batches = Batches(nx, n_threads)
-    if kind == SET_MIN:
+    if kind == SET_MIN or kind == SET_RATIO:
         ixv, iyv, wxv, wyv = sx, sy, wx, wy
         if ixv.shape[0]:
             pix, pwx = &ixv[0], &wxv[0]
         if iyv.shape[0]:
             piy, pwy = &iyv[0], &wyv[0]
+        if kind == SET_RATIO:
+            exv, eyv = ex, ey
+            pex, pey = &exv[0], &eyv[0]
     else:
         sxv, syv = sx, sy
         if sxv.shape[0]:
@@ -160,19 +287,37 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
             psy = &syv[0]
     if cw is not None:
         pcw = &cw[0]
-    # One DP workspace per thread, allocated here so that a failure is a
-    # MemoryError rather than a crash inside nogil code.
-    bufs = np.empty((max(n_threads, 1), max(buf_size, 1)))
+    if logcw is not None:
+        lsxv, lsyv = lsx, lsy
+        plcw, plsx, plsy = &logcw[0], &lsxv[0], &lsyv[0]
+        buf_size = max(buf_size, logcw.shape[0])
+    # Entry numbers: row i starts at rowstart[i] (the upper triangle alone
+    # when symmetric).
+    rowstart_a = np.zeros(nx + 1, dtype=np.int64)
+    if symmetric:
+        np.cumsum(np.arange(ny, ny - nx, -1, dtype=np.int64), out=rowstart_a[1:])
+    else:
+        rowstart_a[1:] = np.arange(1, nx + 1, dtype=np.int64) * ny
+    cdef const int64_t[::1] rowstart = rowstart_a
+    # One workspace per thread (the DP table, or the run histogram, zeroed),
+    # allocated here so that a failure is a MemoryError rather than a crash
+    # inside nogil code.
+    bufs = np.zeros((max(n_threads, 1), max(buf_size, 1)))
+    cdef Batches batches = Batches(rowstart[nx], n_threads)
     while batches.next():
-        threads = <int> min(<Py_ssize_t> n_threads, batches.stop - batches.start)
+        size = batches.stop - batches.start
+        threads = <int> min(<Py_ssize_t> n_threads, size)
+        # A few chunks per thread: a pair's cost depends on its samples'
+        # lengths, so threads that draw short ones take more chunks.
+        nchunks = min(size, 4 * <Py_ssize_t> threads)
         with nogil, parallel(num_threads=threads):
             tid = omp_get_thread_num()
             pbuf = &bufs[tid, 0]
-            # dynamic: a row's cost depends on its sample's length and, for a
-            # symmetric Gram, on how much of the row is left of the diagonal.
-            for i in prange(batches.start, batches.stop, schedule='dynamic'):
-                _row(kind, i, i if symmetric else 0, ny, psx, psy, pix, piy, pwx, pwy,
-                     &ox[0], &oy[0], pcw, n, lam, pbuf, po + i * ny)
+            for c in prange(nchunks, schedule='dynamic'):
+                _cells(kind, batches.start + size * c // nchunks,
+                       batches.start + size * (c + 1) // nchunks, symmetric, nx, ny,
+                       &rowstart[0], psx, psy, pix, piy, pwx, pwy, pex, pey, &ox[0], &oy[0],
+                       pcw, plcw, plsx, plsy, n, lam, pbuf, po)
     if symmetric:
         for i in range(nx):
             for j in range(i):

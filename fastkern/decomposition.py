@@ -25,7 +25,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
-from fastkern._eigen import block_eigsh, column_signs, krylov_basis, randomized_eigsh
+from fastkern._eigen import (block_eigsh, column_signs, krylov_basis, randomized_eigsh,
+                             top_eigh)
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_precomputed,
                                   kernel_constraints, kernel_gram, resolve_gamma,
                                   structured_kernel, validate_input)
@@ -107,7 +108,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     parameters mean what they mean in scikit-learn where the name exists.
 
     X may be a dense array or a CSR/CSC sparse matrix (the Gram is computed
-    from it without densifying X), float32 (kept) or float64.
+    from it without densifying X; not with the "matrix-free", "nystrom" and
+    "incomplete_cholesky" solvers, which raise a TypeError), float32 (kept)
+    or float64.
 
     Parameters
     ----------
@@ -163,7 +166,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         solver's default).  For "block_krylov", converged means every
         residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10, or
         2e-13 when "auto" chose it).  For "incomplete_cholesky", tol bounds
-        the largest residual diagonal of K - G G^T (tol=0: 1e-6).
+        the largest residual diagonal of K - G G^T relative to the mean
+        diagonal of the centred factor (tol=0: 1e-6; ``incomplete_cholesky``
+        with centered=True).
     max_iter : int or None, default=None
         Eigensolver iteration limit for "arpack" and "block_krylov".  On
         max_iter "block_krylov" warns with the residual norms and keeps the
@@ -191,7 +196,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of Nystrom landmarks (eigen_solver="nystrom"; None: the smaller
         of n_samples and 1000).
     ichol_max_rank : int or None, default=None
-        The largest rank of "incomplete_cholesky" (None: no limit but tol).
+        The largest rank of "incomplete_cholesky" (None: no limit but tol);
+        a ConvergenceWarning says when it stops the factor before tol.
     verbose : bool, default=False
         Print eigensolver progress.
 
@@ -443,6 +449,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         solver = self._choose_solver(X, k, solver)
         self.ichol_pivots_ = None
         if solver in LARGE_N_SOLVERS:
+            if sparse.issparse(X):
+                raise TypeError(f"eigen_solver={solver!r} does not support sparse input: X "
+                                "must be dense (the dense, arpack, randomized and "
+                                "block_krylov solvers take sparse X)")
             if self.kernel == "cosine":
                 raise ValueError(f"kernel='cosine' is not available with eigen_solver="
                                  f"{solver!r}; use kernel='linear' on rows scaled to unit "
@@ -460,20 +470,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         basis = (krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
                  if solver == "block_krylov" else None)
         report_stage("kernel matrix")
-        if self._precomputed:
-            # The caller's kernel: copied once, into a buffer we may destroy.
-            K = X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C", copy=True)
-        else:
-            # The block Krylov solver's product can read the upper triangle
-            # alone, packed (fastkern.pairwise.PackedUpperGram): the tiles
-            # below the diagonal are never computed, each product reads half
-            # of K, and K takes half the memory and half the page faults.
-            K = (self._kernel_spec(X, gamma=self.gamma_).upper_gram(X)
-                 if solver == "block_krylov" else None)
-            if K is None:
-                K = self._kernel(X, gamma=self.gamma_)
-                if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
-                    K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
+        # The block Krylov solver's product can read the upper triangle
+        # alone, packed (fastkern.pairwise.PackedUpperGram): the tiles below
+        # the diagonal are never computed, each product reads half of K, and
+        # K takes half the memory and half the page faults.
+        K = (self._kernel_spec(X, gamma=self.gamma_).upper_gram(X)
+             if solver == "block_krylov" and not self._precomputed else None)
+        if K is None:
+            K = self._full_gram(X)
         # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
         # X: only the other kernels can overflow, so only they pay a pass over K.
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
@@ -501,7 +505,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             del op
         else:
             self._centerer._fit_transform_checked(K)
-            eigenvalues, eigenvectors = self._eigen(K, solver, k)
+
+            def rebuild():
+                # The dense solver's fallback needs the centred Gram again
+                # (see _eigen): the same means, so the centerer is refitted as is.
+                return self._centerer._fit_transform_checked(self._full_gram(X))
+
+            eigenvalues, eigenvectors = self._eigen(K, solver, k, rebuild)
 
         self._store_eigenpairs(eigenvalues, eigenvectors, K.dtype)
         self._fit_solver = solver
@@ -528,6 +538,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         else:
             self.X_fit_ = X.copy() if self.copy_X else X
         return X_transformed
+
+    def _full_gram(self, X):
+        """The training Gram, writeable, C-contiguous, in the Gram dtype: a copy of a
+        precomputed kernel, into a buffer the solvers may destroy."""
+        if self._precomputed:
+            return X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C",
+                                                                             copy=True)
+        K = self._kernel(X, gamma=self.gamma_)
+        if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
+            K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
+        return K
 
     def _kernel_spec(self, X=None, gamma=None):
         """The estimator's kernel as one KernelSpec (gamma: the fitted one, else resolved on X)."""
@@ -568,7 +589,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         n = X.shape[0]
         if n < 2:
-            raise ValueError(f"X must have at least 2 samples for KernelPCA, got {n}")
+            raise ValueError(f"X must have at least 2 samples for eigen_solver={solver!r}, "
+                             f"got n_samples={n}")
         if self.n_components is None:
             raise ValueError(f"eigen_solver={solver!r} needs n_components to be set "
                              "(it computes only the leading components)")
@@ -626,6 +648,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but KernelPCA is expecting "
                                  f"{self.n_features_in_} features as input")
+        if sparse.issparse(X):
+            raise TypeError(f"eigen_solver={self._fit_solver!r} does not support sparse "
+                            "input: X must be dense")
         X = np.ascontiguousarray(X, dtype=self.X_fit_.dtype)
         if self._fit_solver == "nystrom":
             phi = self._nystroem_map.transform(X).astype(np.float64, copy=False)
@@ -660,8 +685,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise TypeError("eigen_solver='incomplete_cholesky' needs a dense X, got a "
                             "sparse matrix")
         Xk = normalize(X) if self.kernel == "cosine" else X
+        # tol relative to the centred kernel, the matrix whose spectrum this is.
         res = incomplete_cholesky(Xk, **self._ichol_kernel_args(), tol=self.tol or 1e-6,
-                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads)
+                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads,
+                                  centered=True)
         G = np.array(res.G, dtype=np.float64)
         self._ichol_L = G[res.pivots]
         self._ichol_mean = G.mean(axis=0)
@@ -713,16 +740,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         g = pivot_features(Kp, self._ichol_L) - self._ichol_mean
         return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
 
-    def _eigen(self, K, solver, k):
+    def _eigen(self, K, solver, k, rebuild):
         """Top-k eigenpairs of the Gram K, centred in place, by "dense", "arpack"
-        or "randomized" ("block_krylov" takes a CentredGram: _block_krylov)."""
+        or "randomized" ("block_krylov" takes a CentredGram: _block_krylov).
+        rebuild() gives the centred K again, after "dense" destroyed it."""
         n = K.shape[0]
         if solver == "dense":
             # K.T is K's F-ordered view, so LAPACK works in place; its upper
             # triangle is K's lower one, the triangle scikit-learn's eigh reads
             # (they differ for a non-symmetric precomputed kernel).
-            return linalg.eigh(K.T, lower=False, subset_by_index=(n - k, n - 1),
-                               overwrite_a=True, driver="evr", check_finite=False)
+            return top_eigh(K.T, k, lower=False, overwrite_a=True,
+                            rebuild=lambda: rebuild().T)
         if solver == "arpack":
             # k == n: scipy warns and falls back to eigh, as in scikit-learn.
             v0 = check_random_state(self.random_state).uniform(-1, 1, n)
@@ -874,8 +902,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # The incomplete Cholesky factor is computed from dense X only.
-        tags.input_tags.sparse = self.eigen_solver != "incomplete_cholesky"
+        # The incomplete Cholesky factor and the large-N solvers' kernel
+        # passes take dense X only (they raise a TypeError on sparse X).
+        tags.input_tags.sparse = self.eigen_solver not in ("incomplete_cholesky",
+                                                           *LARGE_N_SOLVERS)
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self._precomputed
         return tags

@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.linalg
 
-from fastkern._eigen import block_eigsh
+from fastkern._eigen import block_eigsh, top_eigh
 from fastkern._operator import KernelOperator
 from fastkern._progress import _PASS_LABEL, pass_label, report_iteration, reporting_progress, say
 
@@ -352,7 +352,7 @@ def nystroem_eigenpairs(X, spec, k, n_landmarks, *, random_state=None, memory_bu
     # Top k of Phi^T Phi = V S^2 V^T (m x m) instead of an N x m SVD: the
     # leading singular pairs are all we keep, and U = Phi V / S.
     G = Phi.T @ Phi
-    values, V = scipy.linalg.eigh(G, subset_by_index=(m - k, m - 1))
+    values, V = top_eigh(G, k)
     values = np.maximum(values, 0.0)
     U = Phi @ V
     del Phi

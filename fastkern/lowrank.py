@@ -11,11 +11,13 @@ kernlab's ``sigest``.
 """
 import math
 import time
+import warnings
 from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
 
 from fastkern import _inchol
 from fastkern._gamma import GammaEstimate, estimate_gamma
@@ -130,7 +132,8 @@ _DIRECT = {KERNEL_CODES["rbf"]: _inchol.RBF, KERNEL_CODES["laplacian"]: _inchol.
 
 
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
-                        kernel_params=None, tol=1e-6, max_rank=None, n_threads=None):
+                        kernel_params=None, tol=1e-6, max_rank=None, n_threads=None,
+                        centered=False):
     """Compute a pivoted incomplete Cholesky factor of the kernel matrix of X: K ~ G G^T.
 
     Greedy pivoting, as kernlab's ``inchol``: each step takes the row p with
@@ -175,6 +178,16 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         work on recent steps (both re-timed as it goes): on a loaded machine a
         parallel step can be slower than a serial one.  The result does not
         depend on the thread count.
+    centered : bool, default=False
+        Make tol relative to the centred kernel, for a factor that serves the
+        double-centred Gram (kernel PCA): stop when the largest residual
+        diagonal is <= tol * ||Gc||_F^2 / n, the mean diagonal of the centred
+        approximation Gc Gc^T (Gc = G less its column means), which grows
+        towards trace(K~) / n.  The centred residual H (K - G G^T) H has trace
+        at most that of K - G G^T, so its eigenvalues are then small next to
+        the centred kernel's whatever K's offset: an RBF of tiny gamma is
+        nearly constant (K_ij = 1 - O(gamma)), and the absolute rule stopped
+        it after one pivot with the centred spectrum, O(gamma), lost.
 
     Returns
     -------
@@ -198,7 +211,9 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     precision, where a further column would be noise (so exactly
     rank-deficient kernels stop at their rank even with tol=0).  The trace of
     the residual, sum_i r_i (the nuclear norm of K - G G^T), is reported at
-    every step in ``residual_trace``.
+    every step in ``residual_trace``.  Stopped by max_rank with the largest
+    residual diagonal still above tol (and the rounding level), it issues a
+    ConvergenceWarning giving tol, max_rank and that residual.
 
     Ctrl-C is honoured between pivots and within a long step.
 
@@ -218,6 +233,8 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
     max_rank = n if max_rank is None else min(max_rank, n)
     n_threads = check_n_threads(n_threads)
+    if not isinstance(centered, (bool, np.bool_)):
+        raise TypeError(f"centered must be a bool, got {centered!r}")
     dtype = np.float32 if X.dtype == np.float32 else np.float64
     X = np.ascontiguousarray(X, dtype=dtype)
     spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
@@ -250,12 +267,24 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     p = int(np.argmax(resid))
     top = float(resid[p])
     trace = float(np.sum(resid))
+    # ||Gc||_F^2 / n, the mean diagonal of the centred approximation (centered=True).
+    centred_scale = 0.0
     while True:
         if not (math.isfinite(top) and math.isfinite(trace)):
             raise ValueError("the kernel returned values that are not finite")
         maxima.append(top)
         traces.append(trace)
-        if top <= tol or top <= floor or k == max_rank:
+        bound = tol * centred_scale if centered else tol
+        if top <= bound or top <= floor:
+            break
+        if k == max_rank:
+            if k == n:
+                break
+            target = f" (against tol * mean centred diagonal = {bound:.3g})" if centered else ""
+            warnings.warn(f"incomplete_cholesky stopped at max_rank={max_rank} before "
+                          f"reaching tol={tol:g}: the largest residual diagonal of K - G G^T "
+                          f"is {top:.3g}{target}; raise max_rank, or accept the coarser "
+                          "factor", ConvergenceWarning, stacklevel=2)
             break
         if k == capacity:
             capacity = min(2 * capacity, max_rank)
@@ -271,6 +300,10 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
             Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, direct_gamma, threads,
             chooser.batch[threads])
         chooser.record(threads, time.perf_counter() - start, n * (k + d))
+        if centered:
+            column = Gt[k].astype(np.float64)
+            column -= column.mean()
+            centred_scale += float(column @ column) / n
         pivots.append(p)
         p = int(p_next)
         k += 1

@@ -39,6 +39,7 @@ kernel also holds the sparse k-mer count matrix (one entry per distinct
 k-mer of each string), and Subsequence one (|x| + 1)(|y| + 1) x 2 float64
 workspace per thread.
 """
+import math
 import numbers
 from collections import Counter
 from collections.abc import Mapping
@@ -65,7 +66,7 @@ __all__ = [
     "WeisfeilerLehman",
 ]
 
-_SUBSTRING, _SUBSEQUENCE, _SET_MIN = 0, 1, 2
+_SUBSTRING, _SUBSEQUENCE, _SET_MIN, _SET_RATIO = 0, 1, 2, 3
 
 
 class StructuredKernel(Kernel):
@@ -167,6 +168,9 @@ class StructuredKernel(Kernel):
 def _normalize(out, dx, dy, kx, ky):
     """out[i, j] / sqrt(dx[i] dy[j]) (kernlab's and grakel's formula), in row blocks.
 
+    As out / (sqrt(dx) sqrt(dy)): the product dx dy overflows past 1e154
+    each (and underflows below 1e-154) where the square roots do not.
+
     Where a self-similarity is 0 (kernlab: NaN) the value is 1 for equal
     samples (keys kx[i] == ky[j]) and 0 otherwise: consistent between a
     symmetric and a cross Gram, and positive semi-definite (blocks of ones).
@@ -174,7 +178,7 @@ def _normalize(out, dx, dy, kx, ky):
     for r0 in range(0, out.shape[0], _BLOCK):
         block = out[r0:r0 + _BLOCK]
         # dx[i] * dx[j] is dx[j] * dx[i]: a symmetric Gram stays exactly symmetric.
-        den = np.sqrt(dx[r0:r0 + _BLOCK, None] * dy[None, :])
+        den = np.sqrt(dx[r0:r0 + _BLOCK, None]) * np.sqrt(dy[None, :])
         np.divide(block, den, out=block, where=den > 0)
     zx, zy = np.flatnonzero(dx == 0), np.flatnonzero(dy == 0)
     if zx.size or zy.size:
@@ -211,6 +215,13 @@ class _StringKernel(StructuredKernel):
         if not item:
             raise ValueError(f"{name} is an empty string; string kernels need non-empty "
                              "strings")
+        try:
+            item.encode("utf-32-le")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{name} holds a lone surrogate {item[exc.start]!r} at position "
+                             f"{exc.start}, not a Unicode character (text decoded with "
+                             "errors='surrogateescape'? decode it with errors='replace')"
+                             ) from None
         return str(item)
 
     def _encode(self, samples):
@@ -226,20 +237,39 @@ class _StringKernel(StructuredKernel):
     def _gram(self, X, Y, out, n_threads):
         sx, ox = self._encode(X)
         sy, oy = (sx, ox) if Y is None else self._encode(Y)
-        self._pair_gram(sx, ox, sy, oy, out, Y is None, n_threads)
+        plan = self._plan(int(max(np.diff(ox).max(), np.diff(oy).max())))
+        self._pair_gram(sx, ox, sy, oy, out, Y is None, n_threads, plan)
         if self.normalized:
-            dx = self._self_values(sx, ox, n_threads) if Y is not None else out.diagonal().copy()
-            dy = dx if Y is None else self._self_values(sy, oy, n_threads)
+            dx = (self._self_values(sx, ox, plan) if Y is not None
+                  else out.diagonal().copy())
+            dy = dx if Y is None else self._self_values(sy, oy, plan)
+            self._check_finite(out, dx, dy)
             _normalize(out, dx, dy, X, X if Y is None else Y)
+        else:
+            self._unscale(out, plan)
+            self._check_finite(out)
 
-    def _self_values(self, s, o, n_threads):
+    def _plan(self, m):
+        """What _pair_gram needs for strings of at most m characters, fixed
+        once per Gram so that the self-values of the normalisation match."""
+        return None
+
+    def _unscale(self, out, plan):
+        """Give an unnormalised Gram computed on a scale its true values."""
+
+    def _check_finite(self, *arrays):
+        if not all(np.isfinite(a).all() for a in arrays):
+            raise ValueError(f"{self!r}: the kernel values overflow float64 on these "
+                             "strings (too long for these weights)")
+
+    def _self_values(self, s, o, plan):
         """k(x, x) of every sample, one 1 x 1 Gram each."""
         d = np.empty(o.size - 1)
         for i in range(d.size):
             one = np.empty((1, 1))
             seg = np.ascontiguousarray(s[o[i]:o[i + 1]])
             off = np.array([0, seg.size], dtype=np.int64)
-            self._pair_gram(seg, off, seg, off, one, True, 1)
+            self._pair_gram(seg, off, seg, off, one, True, 1, plan)
             d[i] = one[0, 0]
         return d
 
@@ -249,23 +279,50 @@ class _SubstringFamily(_StringKernel):
 
     Computed as sum over position pairs (i, j) of W(lcp(x[i:], y[j:])) with
     W(m) = w(1) + ... + w(m), walking the diagonals of the match matrix: one
-    O(|x| |y|) pass per pair of strings.
+    O(|x| |y|) pass per pair of strings.  cw[r] = W(1) + ... + W(r) is what a
+    maximal run of r matching characters adds.
+
+    Where cw leaves [1e-150, 1e150] (weights lambda_**(2L) of a small
+    lambda_, or lambda_**-L over long strings) the normalised kernel runs
+    on a per-pair scale instead: cw[r] exp(-(s_x + s_y) / 2), s_x =
+    log cw[|x|], computed from log cw, so no value over- or underflows and
+    the scale cancels in the normalisation.
     """
 
-    def _length_weights(self, m):
-        """w(1), ..., w(m)."""
+    def _log_weights(self, L):
+        """log w(L) for the lengths L (-inf where w is 0)."""
         raise NotImplementedError
 
-    def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads):
-        m = int(max(np.diff(ox).max(), np.diff(oy).max()))
-        with np.errstate(over="ignore"):
-            W = np.cumsum(self._length_weights(m))
-            cw = np.zeros(m + 1)
-            cw[1:] = np.cumsum(W)
-        if not np.all(np.isfinite(cw)):
-            raise ValueError(f"{self!r}: the substring weights overflow float64 for strings of "
-                             f"length {m}")
-        _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, cw=cw)
+    def _plan(self, m):
+        logw = self._log_weights(np.arange(1, m + 1, dtype=np.float64))
+        with np.errstate(over="ignore", under="ignore", divide="ignore"):
+            logcw = np.empty(m + 1)
+            logcw[0] = -np.inf
+            logcw[1:] = np.logaddexp.accumulate(np.logaddexp.accumulate(logw))
+            used = logcw[np.isfinite(logcw)]
+            if (not self.normalized or used.size == 0
+                    or (used[0] >= math.log(1e-150) and used[-1] <= math.log(1e150))):
+                # Exact where the weights are (integer counts stay integers).
+                W = np.cumsum(np.exp(logw))
+                cw = np.zeros(m + 1)
+                cw[1:] = np.cumsum(W)
+                if not np.all(np.isfinite(cw)):
+                    raise ValueError(f"{self!r}: the substring weights overflow float64 for "
+                                     f"strings of length {m}")
+                return cw, None
+        return None, logcw
+
+    def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
+        cw, logcw = plan
+        if logcw is None:
+            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, cw=cw)
+            return
+        # s_x = log cw[|x|]; 0 for a string with no weighted substring (its
+        # k(x, x) is 0 whatever the scale).
+        lsx, lsy = (np.where(np.isfinite(ls), ls, 0.0) for ls in
+                    (logcw[np.diff(ox)], logcw[np.diff(oy)]))
+        _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, logcw=logcw,
+                          lsx=lsx, lsy=lsy)
 
 
 class Spectrum(_SubstringFamily):
@@ -306,11 +363,8 @@ class Spectrum(_SubstringFamily):
     def _params(self):
         return {"k": self.k, **super()._params()}
 
-    def _length_weights(self, m):
-        w = np.zeros(m)
-        if self.k <= m:
-            w[self.k - 1] = 1.0
-        return w
+    def _log_weights(self, L):
+        return np.where(L == self.k, 0.0, -np.inf)
 
     def kmer_counts(self, X, Y=None):
         """Count the k-mers of X (and Y) over one shared vocabulary.
@@ -454,8 +508,8 @@ class BoundedRange(_SubstringFamily):
     def _params(self):
         return {"k": self.k, **super()._params()}
 
-    def _length_weights(self, m):
-        return (np.arange(1, m + 1) <= self.k).astype(np.float64)
+    def _log_weights(self, L):
+        return np.where(L <= self.k, 0.0, -np.inf)
 
 
 class AllSubstrings(_SubstringFamily):
@@ -471,8 +525,8 @@ class AllSubstrings(_SubstringFamily):
         Appended to every string first; kernlab's ``stringdot`` uses "\\n".
     """
 
-    def _length_weights(self, m):
-        return np.ones(m)
+    def _log_weights(self, L):
+        return np.zeros(L.size)
 
 
 class ExponentialDecay(_SubstringFamily):
@@ -497,8 +551,8 @@ class ExponentialDecay(_SubstringFamily):
     def _params(self):
         return {"lambda_": self.lambda_, **super()._params()}
 
-    def _length_weights(self, m):
-        return self.lambda_ ** -np.arange(1, m + 1, dtype=np.float64)
+    def _log_weights(self, L):
+        return -L * math.log(self.lambda_)
 
 
 class Substring(_SubstringFamily):
@@ -531,10 +585,9 @@ class Substring(_SubstringFamily):
         return {"k": self.k, "lambda_": self.lambda_, "full": self.full,
                 **super()._params()}
 
-    def _length_weights(self, m):
-        L = np.arange(1, m + 1, dtype=np.float64)
-        w = self.lambda_ ** (2 * L)
-        return np.where(L <= self.k if self.full else L == self.k, w, 0.0)
+    def _log_weights(self, L):
+        return np.where(L <= self.k if self.full else L == self.k,
+                        2 * L * math.log(self.lambda_), -np.inf)
 
 
 class Subsequence(_StringKernel):
@@ -564,11 +617,26 @@ class Subsequence(_StringKernel):
     def _params(self):
         return {"k": self.k, "lambda_": self.lambda_, "normalized": self.normalized}
 
-    def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads):
+    def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
+        # The values divided by lambda_**(2k) (see _structured._subsequence_pair):
+        # the factor cancels in the normalisation, _unscale puts it back.
         px = int(np.diff(ox).max())
         py = int(np.diff(oy).max())
         _structured._gram(_SUBSEQUENCE, sx, ox, sy, oy, out, symmetric, n_threads,
                           n=self.k, lam=self.lambda_, buf_size=2 * (px + 1) * (py + 1))
+
+    def _unscale(self, out, plan):
+        # Twice lambda_**k: lambda_**(2k) alone may overflow where the values do not.
+        factor = np.float64(self.lambda_) ** self.k
+        with np.errstate(over="ignore", under="ignore"):
+            out *= factor
+            out *= factor
+
+    def _check_finite(self, *arrays):
+        if not all(np.isfinite(a).all() for a in arrays):
+            raise ValueError(f"{self!r}: the kernel values overflow float64 on these strings "
+                             f"(lambda_ > 1 weighs a gap of g characters lambda_**g); use "
+                             "lambda_ <= 1 or shorter strings")
 
 
 def stringdot(type="spectrum", length=4, lambda_=1.1, normalized=True):
@@ -682,22 +750,30 @@ class _SetKernel(StructuredKernel):
         vocab = {}
         ix, wx, ox = self._encode(X, vocab)
         iy, wy, oy = (ix, wx, ox) if Y is None else self._encode(Y, vocab)
-        _structured._gram(_SET_MIN, ix, ox, iy, oy, out, Y is None, n_threads, wx=wx, wy=wy)
-        if self._ratio:
-            tx = _totals(wx, ox)
-            ty = tx if Y is None else _totals(wy, oy)
-            # Row blocks bound the temporary of the union sizes to _BLOCK rows.
-            for r0 in range(0, out.shape[0], _BLOCK):
-                block = out[r0:r0 + _BLOCK]
-                union = tx[r0:r0 + _BLOCK, None] + ty[None, :] - block
-                # Two empty sets: similarity 1 (a block of ones keeps the Gram PSD).
-                np.divide(block, union, out=block, where=union > 0)
-                block[union <= 0] = 1.0
+        if not self._ratio:
+            _structured._gram(_SET_MIN, ix, ox, iy, oy, out, Y is None, n_threads, wx=wx,
+                              wy=wy)
+            return
+        # Each sample scaled by a power of two that brings its largest weight
+        # into [1/2, 1) (exact), and each pair brought to a common scale in
+        # the loop: sums of weights near 1e308 overflowed.  Two empty
+        # samples: similarity 1 (a block of ones keeps the Gram PSD).
+        wx, ex = _power_of_two_scaled(wx, ox)
+        wy, ey = (wx, ex) if Y is None else _power_of_two_scaled(wy, oy)
+        _structured._gram(_SET_RATIO, ix, ox, iy, oy, out, Y is None, n_threads, wx=wx, wy=wy,
+                          ex=ex, ey=ey)
 
 
-def _totals(w, offsets):
-    n = offsets.size - 1
-    return np.bincount(np.repeat(np.arange(n), np.diff(offsets)), weights=w, minlength=n)
+def _power_of_two_scaled(w, offsets):
+    """w with each sample's run divided by 2^e (e int32 per sample, 0 when empty),
+    its largest weight then in [1/2, 1)."""
+    sizes = np.diff(offsets)
+    top = np.zeros(sizes.size)
+    filled = sizes > 0
+    if filled.any():
+        top[filled] = np.maximum.reduceat(w, offsets[:-1][filled])
+    e = np.frexp(top)[1].astype(np.int32)
+    return np.ldexp(w, -np.repeat(e, sizes)), e
 
 
 class SetIntersection(_SetKernel):
@@ -751,9 +827,9 @@ class WeisfeilerLehman(StructuredKernel):
     """Weisfeiler-Lehman subtree kernel (Shervashidze et al., 2011), vertex-histogram base.
 
     A graph is a pair ``(adjacency, node_labels)``: ``adjacency`` an
-    (n_nodes, n_nodes) scipy sparse matrix or array whose nonzero entries
-    (i, j) make j a neighbour of i (give a symmetric matrix for an undirected
-    graph), ``node_labels`` a sequence of n_nodes hashable labels (node i has
+    (n_nodes, n_nodes) scipy sparse matrix or array, finite, whose nonzero
+    entries (i, j) make j a neighbour of i (symmetric in its nonzero pattern
+    unless ``directed=True``), ``node_labels`` a sequence of n_nodes hashable labels (node i has
     node_labels[i]) or a dict {i: label} over 0..n_nodes-1.  An edge list
     [(u, v), ...] becomes such a matrix with
     ``scipy.sparse.coo_array((np.ones(len(e)), tuple(np.transpose(e))), shape=(n, n))``.
@@ -764,6 +840,11 @@ class WeisfeilerLehman(StructuredKernel):
         Relabelling iterations (>= 0).
     normalize : bool, default=False
         Divide by sqrt(k(G, G) k(G', G')).
+    directed : bool, default=False
+        Accept adjacency matrices whose nonzero pattern is not symmetric: the
+        neighbours of node i are then its out-neighbours, the j with
+        A[i, j] != 0.  With False such a matrix is refused (a ValueError), as
+        a directed graph given by mistake would be compared silently.
 
     Notes
     -----
@@ -787,12 +868,13 @@ class WeisfeilerLehman(StructuredKernel):
 
     _sample_kind = "graph"
 
-    def __init__(self, n_iter=5, normalize=False):
+    def __init__(self, n_iter=5, normalize=False, directed=False):
         self.n_iter = check_int(n_iter, "n_iter", 0)
         self.normalize = check_bool(normalize, "normalize")
+        self.directed = check_bool(directed, "directed")
 
     def _params(self):
-        return {"n_iter": self.n_iter, "normalize": self.normalize}
+        return {"n_iter": self.n_iter, "normalize": self.normalize, "directed": self.directed}
 
     def _check_sample(self, item, name):
         if isinstance(item, (np.ndarray, str, bytes)) or sp.issparse(item) or \
@@ -824,13 +906,21 @@ class WeisfeilerLehman(StructuredKernel):
         if sp.issparse(A):
             # A copy: eliminate_zeros must not touch the caller's matrix.
             A = sp.csr_matrix(A, copy=True)
+            self._check_entries(A.data, name)
             A.eliminate_zeros()
             A.sort_indices()
+            if not self.directed:
+                pattern = A.astype(bool)
+                if (pattern != pattern.T).nnz:
+                    self._asymmetric(name)
             A = _Neighbours(A.indptr, A.indices)
         else:
+            self._check_entries(A, name)
             # Neighbour lists straight from the dense matrix: a scipy matrix per
             # small graph cost more than the whole relabelling.
             nonzero = A != 0
+            if not self.directed and not np.array_equal(nonzero, nonzero.T):
+                self._asymmetric(name)
             A = _Neighbours(np.concatenate([[0], np.cumsum(nonzero.sum(axis=1))]),
                             np.nonzero(nonzero)[1])
         if isinstance(labels, Mapping):
@@ -849,6 +939,19 @@ class WeisfeilerLehman(StructuredKernel):
             except TypeError:
                 raise TypeError(f"{name}: node label {v!r} is not hashable") from None
         return (A, labels)
+
+    @staticmethod
+    def _check_entries(values, name):
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            what = "NaN" if np.isnan(values).any() else "infinite"
+            raise ValueError(f"{name}: the adjacency matrix has {what} entries; its nonzero "
+                             "entries are the edges, so they must be finite")
+
+    @staticmethod
+    def _asymmetric(name):
+        raise ValueError(f"{name}: the adjacency matrix is not symmetric (an edge i -> j "
+                         "without j -> i): give both directions of every edge for an "
+                         "undirected graph, or directed=True for a directed one")
 
     def features(self, X, Y=None):
         """Compute the WL label-histogram matrices of X (and Y), with shared label ids.

@@ -448,3 +448,51 @@ def test_bookkeeping_on_one_blas_thread_products_on_the_callers():
                     callback=lambda it, res: seen["callback"].update(blas_threads()))
         assert blas_threads() == {2}
     assert seen == {"matmat": {2}, "callback": {1}}
+
+
+def _centred_identity(n):
+    return np.eye(n) - 1.0 / n
+
+
+@pytest.mark.parametrize("n, k", [(20, 1), (300, 1), (300, 5), (300, 40)])
+def test_top_eigh_on_a_repeated_eigenvalue_returns_k_pairs(n, k):
+    # syevr asked for the top k of this spectrum (1 with multiplicity n - 1)
+    # returned fewer pairs than asked.
+    from fastkern._eigen import top_eigh
+
+    A = _centred_identity(n)
+    w, v = top_eigh(A.copy(), k)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(A)[n - k:], atol=1e-12)
+    np.testing.assert_allclose(A @ v, v * w, atol=1e-12)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-12)
+    # In place, the destroyed matrix is rebuilt for the fallback.
+    w2, v2 = top_eigh(np.asfortranarray(A), k, overwrite_a=True,
+                      rebuild=lambda: np.asfortranarray(A))
+    np.testing.assert_allclose(w2, w, atol=1e-12)
+    np.testing.assert_allclose(A @ v2, v2 * w2, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [20, 150, 300, 3000])
+@pytest.mark.parametrize("k", [1, 3, 12])
+def test_block_eigsh_on_exactly_repeated_and_zero_residual_spectra(n, k):
+    # The centred identity: every start block is already invariant, its
+    # residuals are exactly zero, and the top eigenvalue's multiplicity
+    # exceeds any block.
+    A = _centred_identity(n)
+    w, v = block_eigsh(lambda V: A @ V, n, k, random_state=0)
+    np.testing.assert_allclose(w, np.ones(k), atol=1e-12)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-10)
+    np.testing.assert_allclose(A @ v, v * w, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [150, 600])
+def test_block_eigsh_on_a_rank_below_the_block(n):
+    # Rank 2, top eigenvalue repeated: the second block's residuals vanish.
+    rng = np.random.default_rng(5)
+    Q = np.linalg.qr(rng.standard_normal((n, 2)))[0]
+    A = 3.0 * Q @ Q.T
+    k = 4
+    w, v = block_eigsh(lambda V: A @ V, n, k, random_state=0)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(A)[::-1][:k], atol=1e-10)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-10)
+    np.testing.assert_allclose(A @ v, v * w, atol=1e-10)

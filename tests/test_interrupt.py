@@ -235,3 +235,110 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     assert "KeyboardInterrupt" in err
     assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
     assert elapsed < 5.0
+
+
+def _join_lapack_workers():
+    """Wait for the LAPACK calls an interrupt left running in the background."""
+    for t in threading.enumerate():
+        if t.name.startswith("fastkern-lapack"):
+            t.join(timeout=600)
+
+
+def test_subsequence_kernel_stops_on_ctrl_c():
+    # A pair of these strings is ~10^7 DP cells (tens of ms); a row of the
+    # 200 x 200 Gram is 200 pairs, so batches of rows ignored Ctrl-C for
+    # seconds, and the whole Gram takes minutes.
+    from fastkern.structured import Subsequence
+
+    rng = np.random.default_rng(0)
+    X = ["".join(rng.choice(list("acgt"), size=1500)) for _ in range(200)]
+    threads = threading.active_count()
+    latency = time_to_interrupt(lambda: Subsequence(k=5, lambda_=0.5)(X), delay=0.5)
+    assert latency is not None and latency < LATENCY
+    assert threading.active_count() == threads
+    # Still right afterwards, on strings short enough for the definition.
+    small = ["gattaca", "tacag", "cgat"]
+    K = Subsequence(k=2, lambda_=0.5, normalized=False)(small)
+    lam = 0.5
+
+    def ref(x, y):
+        return sum(lam ** (i2 - i1 + 1 + j2 - j1 + 1)
+                   for i1 in range(len(x)) for i2 in range(i1 + 1, len(x))
+                   for j1 in range(len(y)) for j2 in range(j1 + 1, len(y))
+                   if x[i1] == y[j1] and x[i2] == y[j2])
+
+    np.testing.assert_allclose(K, [[ref(x, y) for y in small] for x in small], rtol=1e-13)
+
+
+def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
+    """Seconds from the first call of module.name during fn() to fn's
+    KeyboardInterrupt, when another process sends SIGINT `delay` seconds
+    after that call began; None if fn finished first.  module.name is the
+    step just before the eigensolver (the centring), so the signal lands in
+    the eigensolver.
+
+    time_to_interrupt's timer thread needs the GIL to send the signal, and a
+    LAPACK call through f2py holds it: the signal would only leave once the
+    call is over, and the latency look small.  A shell needs no GIL.  The
+    signal is timed from the call, not from fn's start, so that it lands in
+    the solver however long the Gram before it takes on a loaded machine.
+    """
+    import os
+    import subprocess
+
+    real = getattr(module, name)
+    state = {}
+
+    def spy(*args, **kwargs):
+        if "start" not in state:
+            state["start"] = time.perf_counter()
+            state["killer"] = subprocess.Popen(
+                ["sh", "-c", f"sleep {delay}; kill -INT {os.getpid()}"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    try:
+        fn()
+    except KeyboardInterrupt:
+        elapsed = time.perf_counter() - state["start"]
+        state["killer"].wait()
+        return elapsed
+    finally:
+        monkeypatch.setattr(module, name, real)
+    try:
+        if "killer" in state:
+            state["killer"].wait()
+            time.sleep(1.0)  # the signal that arrives after fn returned raises here
+    except KeyboardInterrupt:
+        pass
+    return None
+
+
+@pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense"])
+def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
+    # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
+    # interrupted: it runs without the GIL in a worker thread that the main
+    # thread waits on.
+    from fastkern import cca, centering
+
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(2500, 5)), rng.normal(size=(2500, 3))
+    if solver == "kcca-dense":
+        call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
+        before = (cca, "center_gram")
+    else:
+        call = lambda: fastkern.KernelPCA(2400, kernel="rbf",  # noqa: E731
+                                          eigen_solver="dense").fit(X)
+        before = (centering.KernelCenterer, "_fit_transform_checked")
+    delay = 0.3
+    elapsed = _interrupt_inside(call, monkeypatch, *before, delay)
+    _join_lapack_workers()
+    assert elapsed is not None, "the fit finished before Ctrl-C: make the case larger"
+    assert elapsed - delay < LATENCY
+    # The estimator still fits, and right, afterwards.
+    small = X[:60]
+    kpca = fastkern.KernelPCA(3, kernel="rbf", gamma=0.2, eigen_solver="dense").fit(small)
+    K = skp.rbf_kernel(small, gamma=0.2)
+    H = np.eye(60) - 1 / 60
+    np.testing.assert_allclose(kpca.eigenvalues_, np.linalg.eigvalsh(H @ K @ H)[::-1][:3],
+                               rtol=1e-10)

@@ -987,3 +987,86 @@ def test_block_krylov_reads_the_upper_triangle_only(monkeypatch, kernel):
     from scipy.linalg import subspace_angles
     assert np.max(subspace_angles(upper.eigenvectors_, full.eigenvectors_)) < 1e-8
     np.testing.assert_allclose(upper.transform(X[:9]), full.transform(X[:9]), atol=1e-9)
+
+
+def _centred_top(K, k):
+    """The top k eigenvalues of the double-centred K, by a plain full numpy eigh."""
+    n = K.shape[0]
+    H = np.eye(n) - 1.0 / n
+    return np.linalg.eigvalsh(H @ K @ H)[::-1][:k]
+
+
+def _polygon(n):
+    """n points on a circle: the RBF Gram is circulant, its eigenvalues come in equal pairs."""
+    t = 2 * np.pi * np.arange(n) / n
+    return np.c_[np.cos(t), np.sin(t)]
+
+
+_ALL_SOLVERS = ["dense", "block_krylov", "arpack", "auto", "randomized", "matrix-free",
+                "nystrom", "incomplete_cholesky"]
+
+
+@pytest.mark.parametrize("solver", _ALL_SOLVERS)
+@pytest.mark.parametrize("n", [20, 300])
+@pytest.mark.parametrize("k", [1, 5])
+def test_repeated_top_eigenvalue_gives_every_component(solver, n, k):
+    # The centred identity has eigenvalue 1 with multiplicity n - 1: LAPACK's
+    # syevr, asked for the top k alone, returned fewer pairs (none or one).
+    X = np.eye(n)
+    kpca = KernelPCA(k, eigen_solver=solver, random_state=0).fit(X)
+    np.testing.assert_allclose(kpca.eigenvalues_, _centred_top(X @ X.T, k), rtol=1e-8)
+    U = kpca.eigenvectors_
+    assert U.shape == (n, k)
+    np.testing.assert_allclose(U.T @ U, np.eye(k), atol=1e-8)
+    np.testing.assert_allclose(kpca.transform(X), kpca.fit_transform(X), atol=1e-8)
+
+
+@pytest.mark.parametrize("solver", _ALL_SOLVERS)
+@pytest.mark.parametrize("n", [40, 301])
+def test_clustered_spectrum_matches_numpy_eigh(solver, n):
+    X = _polygon(n)
+    params = dict(kernel="rbf", gamma=0.5)
+    K = fastkern.rbf_kernel(X, gamma=0.5)
+    k = 6
+    kpca = KernelPCA(k, eigen_solver=solver, random_state=0, **params).fit(X)
+    ref = _centred_top(K, k)
+    # Equal pairs at the top: the solvers must return both members of each.
+    assert abs(ref[0] - ref[1]) < 1e-10 * ref[0]
+    np.testing.assert_allclose(kpca.eigenvalues_, ref, rtol=1e-7, atol=1e-12 * ref[0])
+
+
+@parametrize_with_checks(
+    [KernelPCA(n_components=2, eigen_solver="matrix-free", random_state=0),
+     KernelPCA(n_components=2, eigen_solver="nystrom", random_state=0)],
+    expected_failed_checks=lambda est: {},
+)
+def test_sklearn_compatible_large_n_solvers(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("solver", ["matrix-free", "nystrom"])
+@pytest.mark.parametrize("container", [sp.csr_matrix, sp.csr_array, sp.csc_matrix],
+                         ids=["csr_matrix", "csr_array", "csc_matrix"])
+def test_large_n_solvers_refuse_sparse_input_by_name(solver, container):
+    X = container(np.eye(20))
+    kpca = KernelPCA(2, eigen_solver=solver)
+    assert not kpca.__sklearn_tags__().input_tags.sparse
+    with pytest.raises(TypeError, match=f"eigen_solver='{solver}' does not support sparse"):
+        kpca.fit(X)
+    kpca.fit(np.eye(20))
+    with pytest.raises(TypeError, match="sparse"):
+        kpca.transform(X)
+
+
+@pytest.mark.parametrize("gamma", [1e-9, 1e-6, 0.1])
+def test_incomplete_cholesky_is_relative_to_the_centred_problem(gamma):
+    # An RBF of tiny gamma is a nearly constant Gram: the eigenvalues of the
+    # centred Gram are ~gamma, and an absolute tol on the uncentred diagonal
+    # stopped at rank 1 (eigenvalues [7.6e-15, 0, 0] against 7.6e-7...).
+    X = np.random.default_rng(11).normal(size=(300, 3))
+    dense = KernelPCA(3, kernel="rbf", gamma=gamma, eigen_solver="dense").fit(X)
+    ichol = KernelPCA(3, kernel="rbf", gamma=gamma, eigen_solver="incomplete_cholesky").fit(X)
+    np.testing.assert_allclose(ichol.eigenvalues_, dense.eigenvalues_, rtol=1e-4)
+    np.testing.assert_allclose(np.abs(ichol.transform(X_TEST[:, :3])),
+                               np.abs(dense.transform(X_TEST[:, :3])),
+                               rtol=1e-3, atol=1e-3 * np.sqrt(dense.eigenvalues_[0]))

@@ -376,3 +376,42 @@ def test_thread_chooser_follows_the_faster_count_and_probes_the_other():
     c.record(2, 0.1, 1)                  # and wins now
     assert c.pick(PROBE_EVERY + 1) == 2
     assert _ThreadChooser(1).pick(PROBE_EVERY) == 1
+
+
+def test_max_rank_cap_before_tol_warns_with_the_residual():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    # 2000 rows, RBF: tol=1e-6 needs far more than 300 pivots.
+    X = np.random.default_rng(7).normal(size=(2000, 6))
+    with pytest.warns(ConvergenceWarning, match=r"max_rank=300.*tol=1e-06.*residual") as rec:
+        res = incomplete_cholesky(X, "rbf", gamma=0.5, tol=1e-6, max_rank=300)
+    assert res.G.shape[1] == 300
+    # The residual the message gives is the factor's, against the Gram itself.
+    K = skp.rbf_kernel(X, gamma=0.5)
+    top = float(np.max(np.diag(K - res.G @ res.G.T)))
+    assert f"{top:.3g}" in str(rec[0].message)
+    assert top > 1e-6
+    # Reaching tol first, or a cap at n, says nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        incomplete_cholesky(X[:200], "rbf", gamma=0.5, tol=1e-3, max_rank=200)
+        incomplete_cholesky(X[:50], "rbf", gamma=0.5, tol=0.0, max_rank=50)
+
+
+def test_centered_tol_is_relative_to_the_centred_kernel():
+    # gamma=1e-9: K is 1 to within 1e-8, so the absolute rule stops after one
+    # pivot; the centred kernel's scale is ~1e-8 and needs the next columns.
+    X = np.random.default_rng(3).normal(size=(400, 3))
+    K = skp.rbf_kernel(X, gamma=1e-9)
+    H = np.eye(400) - 1 / 400
+    Kc = H @ K @ H
+    assert incomplete_cholesky(X, "rbf", gamma=1e-9, tol=1e-6).G.shape[1] == 1
+    res = incomplete_cholesky(X, "rbf", gamma=1e-9, tol=1e-6, centered=True)
+    Gc = res.G - res.G.mean(axis=0)
+    scale = np.trace(Kc) / 400
+    assert np.max(np.diag(K - res.G @ res.G.T)) <= 1e-6 * scale + 1e-15
+    top = np.linalg.eigvalsh(Kc)[::-1][:3]
+    approx = np.linalg.eigvalsh(Gc.T @ Gc)[::-1][:3]
+    np.testing.assert_allclose(approx, top, rtol=1e-4)

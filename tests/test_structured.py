@@ -548,3 +548,160 @@ def test_kernel_cca_with_a_string_view_matches_the_precomputed_gram():
     assert flipped.canonical_correlations_[0] > 0
     with pytest.raises(ValueError, match="the kernel of y, Jaccard.*takes sets"):
         fastkern.KernelCCA(kernel_y=Jaccard(), solver="incomplete_cholesky").fit(Y, sets)
+
+
+# --------------------------------------------------------------- the whole float range
+def _exact_subsequence_features(x, k, lam):
+    """u -> sum over index tuples i of x spelling u of lam**span(i), in exact rationals."""
+    from fractions import Fraction
+
+    lam = Fraction(lam)
+    feats = {}
+    for i in itertools.combinations(range(len(x)), k):
+        u = "".join(x[a] for a in i)
+        feats[u] = feats.get(u, 0) + lam ** (i[-1] - i[0] + 1)
+    return feats
+
+
+def _substring_counts(x):
+    """Every substring of x and its number of occurrences."""
+    return Counter(x[i:j] for i in range(len(x)) for j in range(i + 1, len(x) + 1))
+
+
+def _exact_normalized(dot, feats):
+    """The normalised Gram from exact rational inner products, rounded once to float."""
+    from decimal import Decimal, localcontext
+
+    n = len(feats)
+    K = [[dot(feats[a], feats[b]) for b in range(n)] for a in range(n)]
+    out = np.empty((n, n))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        for a in range(n):
+            for b in range(n):
+                num = K[a][b]
+                if num == 0:
+                    out[a, b] = 0.0
+                    continue
+                den = (Decimal(K[a][a].numerator) / Decimal(K[a][a].denominator)
+                       * Decimal(K[b][b].numerator) / Decimal(K[b][b].denominator)).sqrt()
+                out[a, b] = float(Decimal(num.numerator) / Decimal(num.denominator) / den)
+    return out
+
+
+def _fdot(fa, fb):
+    from fractions import Fraction
+
+    return sum((v * fb[u] for u, v in fa.items() if u in fb), Fraction(0))
+
+
+@pytest.mark.parametrize("X, k, lam", [
+    # k(x, x) near 1e162: the product overflowed.
+    (["abcabcabc" * 30, "abc", "cab" * 20], 2, 2.0),
+    # k(x, x) near 1e-180: it underflowed.
+    (["abcab", "acbca", "bcabbac", "cabcab"], 3, 1e-30),
+    # lam**4 alone underflows float64.
+    (["ab" * 15, "ba" * 9, "aabb"], 2, 1e-160),
+], ids=["lam2-long", "lam1e-30", "lam1e-160"])
+def test_normalized_subsequence_over_the_float_range_matches_exact_rationals(X, k, lam):
+    feats = [_exact_subsequence_features(x, k, lam) for x in X]
+    ref = _exact_normalized(_fdot, feats)
+    K = Subsequence(k=k, lambda_=lam)(X)
+    np.testing.assert_allclose(K, ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(Subsequence(k=k, lambda_=lam)(X[:1], X), ref[:1], rtol=1e-12)
+
+
+def _substring_weight(lam, power, keep):
+    from fractions import Fraction
+
+    return lambda L: Fraction(lam) ** (power * L) if keep(L) else 0
+
+
+@pytest.mark.parametrize("make, weight", [
+    (lambda: Substring(k=3, lambda_=1e-60), _substring_weight(1e-60, 2, lambda L: L == 3)),
+    (lambda: Substring(k=4, lambda_=1e-100, full=True),
+     _substring_weight(1e-100, 2, lambda L: L <= 4)),
+    (lambda: ExponentialDecay(lambda_=1e-3), _substring_weight(1e-3, -1, lambda L: True)),
+], ids=["substring-tiny", "fullstring-tiny", "exponential-huge-weights"])
+def test_normalized_substring_kernels_over_the_float_range_match_exact_rationals(make, weight):
+    # Weights below 1e-308 (underflowed to 0) or above 1e308 (refused as an
+    # overflow) before: normalised, only their ratios matter.
+    from fractions import Fraction
+
+    X = ["abcab" * 25, "abcabd", "cab" * 4, "bbab"]
+
+    def dot(fa, fb):
+        return sum((weight(len(s)) * c * fb[s] for s, c in fa.items() if s in fb),
+                   Fraction(0))
+
+    ref = _exact_normalized(dot, [_substring_counts(x) for x in X])
+    np.testing.assert_allclose(make()(X), ref, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(make()(X[1:3], X), ref[1:3], rtol=1e-12, atol=0)
+
+
+def test_min_max_over_the_float_range_matches_exact_rationals():
+    from fractions import Fraction
+
+    X = [{"a": 1e308, "b": 1e308}, {"a": 1e308}, {"a": 1e-300, "b": 3e-300},
+         {"b": 5e-324}, {"a": 2.0, "c": 1e300}, {}]
+
+    def ratio(p, q):
+        keys = set(p) | set(q)
+        lo = sum(Fraction(min(p.get(s, 0.0), q.get(s, 0.0))) for s in keys)
+        hi = sum(Fraction(max(p.get(s, 0.0), q.get(s, 0.0))) for s in keys)
+        return float(lo / hi) if hi else 1.0
+
+    ref = np.array([[ratio(p, q) for q in X] for p in X])
+    np.testing.assert_allclose(MinMax()([X[0], X[1]]), [[1.0, 0.5], [0.5, 1.0]], rtol=1e-15)
+    np.testing.assert_allclose(MinMax()(X), ref, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(MinMax()(X[:2], X), ref[:2], rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Subsequence(k=2, lambda_=4.0),
+    lambda: Subsequence(k=2, lambda_=4.0, normalized=False),
+    lambda: Substring(k=2, lambda_=1e200, normalized=False),
+], ids=["subsequence-normalized", "subsequence", "substring"])
+def test_overflowing_string_kernels_say_so(make):
+    # lambda_**span passes 1e308 on these lengths: no inf, NaN or silent 0.
+    with pytest.raises(ValueError, match="overflow"):
+        make()(["ab" * 300, "ba" * 10])
+
+
+# --------------------------------------------------------------- bad input named
+@pytest.mark.parametrize("make", [lambda: Spectrum(k=3), lambda: Subsequence(k=2),
+                                  lambda: AllSubstrings()], ids=["spectrum", "subsequence",
+                                                                 "allsubstrings"])
+def test_lone_surrogate_is_a_value_error_naming_the_sample(make):
+    with pytest.raises(ValueError, match=r"X\[0\].*surrogate"):
+        make()(["\ud800abc", "xyz"])
+    with pytest.raises(ValueError, match=r"Y\[1\].*surrogate"):
+        make()(["abc"], ["xyz", "ab\udfffc"])
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_weisfeiler_lehman_rejects_non_finite_adjacency(bad, sparse):
+    A = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, bad], [0.0, bad, 0.0]])
+    ok = (np.array([[0, 1], [1, 0]]), ["a", "b"])
+    graph = (sp.csr_matrix(A) if sparse else A, ["a", "b", "a"])
+    with pytest.raises(ValueError, match=r"X\[1\].*(NaN|infinite)"):
+        WeisfeilerLehman(n_iter=2)([ok, graph])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_weisfeiler_lehman_directed_adjacency_needs_directed_true(sparse):
+    # A directed path a -> b -> c: node b has one out-neighbour.
+    A = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    graph = (sp.csr_matrix(A) if sparse else A, ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"X\[0\].*not symmetric.*directed=True"):
+        WeisfeilerLehman(n_iter=1)([graph])
+    # With directed=True the neighbours are the out-neighbours: compare with
+    # the hand-made relabelling of the same out-neighbour lists.
+    K = WeisfeilerLehman(n_iter=2, directed=True)([graph, graph])
+    np.testing.assert_array_equal(K, wl_ref([(A, ["a", "b", "c"])] * 2, 2))
+    # A symmetric pattern with unequal weights is an undirected graph.
+    W = np.array([[0, 2.0, 0], [0.5, 0, 1], [0, 3, 0]])
+    sym = (W != 0).astype(float)
+    np.testing.assert_array_equal(WeisfeilerLehman(n_iter=2)([(W, list("aba"))]),
+                                  wl_ref([(sym, list("aba"))], 2))
