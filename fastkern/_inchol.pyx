@@ -162,7 +162,7 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
         while batches.next():
             # No more threads than blocks: an idle thread still costs every
             # barrier, which on a loaded machine can mean a scheduler time slice.
-            threads = <int> min(<Py_ssize_t> n_threads, batches.stop - batches.start)
+            threads = <int> min(<Py_ssize_t> batches.threads, batches.stop - batches.start)
             with nogil:
                 # dynamic: blocks cost the same, but on a shared machine a
                 # descheduled thread's share is taken over by the running one

@@ -302,11 +302,13 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     # One workspace per thread (the DP table, or the run histogram, zeroed),
     # allocated here so that a failure is a MemoryError rather than a crash
     # inside nogil code.
+    # No more threads (and workspaces) than pairs.
+    n_threads = <int> min(<Py_ssize_t> n_threads, max(rowstart[nx], 1))
     bufs = np.zeros((max(n_threads, 1), max(buf_size, 1)))
     cdef Batches batches = Batches(rowstart[nx], n_threads)
     while batches.next():
         size = batches.stop - batches.start
-        threads = <int> min(<Py_ssize_t> n_threads, size)
+        threads = <int> min(<Py_ssize_t> batches.threads, size)
         # A few chunks per thread: a pair's cost depends on its samples'
         # lengths, so threads that draw short ones take more chunks.
         nchunks = min(size, 4 * <Py_ssize_t> threads)
@@ -397,7 +399,7 @@ def count_gram_sparse(const int64_t[::1] xptr, const int64_t[::1] xind, const do
     cdef int threads
     cdef Batches batches = Batches(nx, n_threads)
     while batches.next():
-        threads = <int> min(<Py_ssize_t> n_threads, batches.stop - batches.start)
+        threads = <int> min(<Py_ssize_t> batches.threads, batches.stop - batches.start)
         with nogil:
             for i in prange(batches.start, batches.stop, num_threads=threads,
                             schedule='dynamic'):
