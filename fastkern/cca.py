@@ -224,7 +224,8 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(100, 3))
     >>> y = X[:, :1] ** 2 + 0.1 * rng.normal(size=(100, 1))
-    >>> X_c, y_c = KernelCCA(n_components=1).fit_transform(X, y)
+    >>> cca = KernelCCA(n_components=1).fit(X, y)
+    >>> X_c, y_c = cca.transform(X, y)
     >>> X_c.shape, y_c.shape
     ((100, 1), (100, 1))
     """
@@ -539,7 +540,12 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return Xc, self._variates("y", y, n_threads)
 
     def fit_transform(self, X, y=None):
-        """Fit, then return the training variates (X_c, y_c), as scikit-learn's CCA.
+        """Fit, then return the training variates of X: ``fit(X, y).transform(X)``.
+
+        The same array as ``transform(X)`` after ``fit``, as every scikit-learn
+        transformer (and ``check_estimator``) expects.  scikit-learn's CCA
+        returns the pair here instead; for both views' variates use
+        ``fit(X, y).transform(X, y)``.
 
         Parameters
         ----------
@@ -553,10 +559,8 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         -------
         X_c : ndarray of shape (n_samples, n_components)
             The variates of X.
-        y_c : ndarray of shape (n_samples, n_components)
-            The variates of y.
         """
-        return self.fit(X, y).transform(X, y)
+        return self.fit(X, y).transform(X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -42,7 +42,7 @@ def _reference(X, Y, k, **kw):
     Ys = StandardScaler().fit_transform(Y)
     model = KernelCCA(n_components=k, gamma=kw.pop("gamma", 1 / X.shape[1]),
                       gamma_y=kw.pop("gamma_y", 1 / Y.shape[1]), **kw)
-    A, B = model.fit_transform(Xs, Ys)
+    A, B = model.fit(Xs, Ys).transform(Xs, Ys)
     return model, A, B
 
 

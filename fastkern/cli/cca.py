@@ -138,7 +138,7 @@ def _cca(args, views, csv_out, say):
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        A, B = model.fit_transform(X, Y)
+        A, B = model.fit(X, Y).transform(X, Y)
     say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {model.solver_})")
     k = args.components
     out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
