@@ -33,7 +33,7 @@ eigensolvers run them in a worker thread (fastkern._eigen.interruptible).
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.stdlib cimport free, malloc
-from scipy.linalg.cython_lapack cimport dsyev, dsyevr, ssyev, ssyevr
+from scipy.linalg.cython_lapack cimport dsyev, dsyevd, dsyevr, ssyev, ssyevd, ssyevr
 
 import numpy as np
 from numpy.linalg import LinAlgError
@@ -231,10 +231,11 @@ def syevr(floating[::1, :] a, bint lower, int il, int iu):
     return w_a[:m], z_a[:, :m]
 
 
-def syev(floating[::1, :] a, bint lower):
+def syev(floating[::1, :] a, bint lower, bint divide=False):
     """All eigenvalues (ascending) of the symmetric Fortran-ordered a, by LAPACK's
-    syev without the GIL; a is overwritten by the eigenvectors (O(n) workspace)."""
-    cdef int n = a.shape[0], info = 0, lwork = -1
+    syev (O(n) workspace) or, with divide, syevd (divide and conquer: faster,
+    O(n^2) workspace), without the GIL; a is overwritten by the eigenvectors."""
+    cdef int n = a.shape[0], info = 0, lwork = -1, liwork = -1, iwq = 0
     cdef floating wq = 0
     cdef char jobz = b'V'
     cdef char uplo = b'L' if lower else b'U'
@@ -244,18 +245,29 @@ def syev(floating[::1, :] a, bint lower):
     w_a = np.empty(n, dtype=dtype)
     cdef floating[::1] w = w_a
     with nogil:
-        if floating is float:
-            ssyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &wq, &lwork, &info)
-        else:
-            dsyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &wq, &lwork, &info)
-    lwork = <int> wq
+        _syev(divide, &jobz, &uplo, n, &a[0, 0], &w[0], &wq, lwork, &iwq, liwork, &info)
+    lwork, liwork = <int> wq, iwq
     work_a = np.empty(max(lwork, 1), dtype=dtype)
+    iwork_a = np.empty(max(liwork, 1), dtype=np.intc)
     cdef floating[::1] work = work_a
+    cdef int[::1] iwork = iwork_a
     with nogil:
-        if floating is float:
-            ssyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &work[0], &lwork, &info)
-        else:
-            dsyev(&jobz, &uplo, &n, &a[0, 0], &n, &w[0], &work[0], &lwork, &info)
+        _syev(divide, &jobz, &uplo, n, &a[0, 0], &w[0], &work[0], lwork, &iwork[0], liwork,
+              &info)
     if info != 0:
-        raise LinAlgError(f"LAPACK syev failed (info={info})")
+        raise LinAlgError(f"LAPACK syev{'d' if divide else ''} failed (info={info})")
     return w_a
+
+
+cdef void _syev(bint divide, char *jobz, char *uplo, int n, floating *a, floating *w,
+                floating *work, int lwork, int *iwork, int liwork, int *info) noexcept nogil:
+    if floating is float:
+        if divide:
+            ssyevd(jobz, uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info)
+        else:
+            ssyev(jobz, uplo, &n, a, &n, w, work, &lwork, info)
+    else:
+        if divide:
+            dsyevd(jobz, uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info)
+        else:
+            dsyev(jobz, uplo, &n, a, &n, w, work, &lwork, info)

@@ -25,6 +25,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
 from fastkern._kernel_api import (gram_dtype, is_precomputed, kernel_constraints, kernel_gram,
                                   resolve_gamma, validate_input)
+from fastkern import _inchol
+from fastkern._eigen import interruptible
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._threads import limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
@@ -627,8 +629,13 @@ class KernelRidgeCV(_KernelRegressorBase):
             # scipy < 1.12's syevd wrapper asks for too small a workspace at
             # n = 1 and fails; the eigenproblem of a 1 x 1 matrix is itself.
             lam, U = K[0].copy(), np.ones((1, 1), dtype=K.dtype)
+        elif driver == "evr":
+            lam, U = interruptible(_inchol.syevr, K.T, True, 1, m)
         else:
-            lam, U = linalg.eigh(K.T, overwrite_a=True, driver=driver, check_finite=False)
+            # Without the GIL, in a worker thread: Ctrl-C is seen within 0.05 s
+            # (scipy's eigh holds the GIL for the whole factorisation).
+            lam = interruptible(_inchol.syev, K.T, True, driver == "evd")
+            U = K.T
         self._eigen_driver = driver
         lam = lam.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

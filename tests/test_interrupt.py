@@ -314,7 +314,7 @@ def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
     return None
 
 
-@pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense"])
+@pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense", "ridge-cv"])
 def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
     # interrupted: it runs without the GIL in a worker thread that the main
@@ -326,6 +326,9 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     if solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
         before = (cca, "center_gram")
+    elif solver == "ridge-cv":
+        call = lambda: fastkern.KernelRidgeCV(kernel="rbf").fit(X, Y[:, 0])  # noqa: E731
+        before = (fastkern.KernelRidgeCV, "_gram")
     else:
         call = lambda: fastkern.KernelPCA(2400, kernel="rbf",  # noqa: E731
                                           eigen_solver="dense").fit(X)
