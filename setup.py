@@ -1,7 +1,13 @@
 """Build fastkern's Cython extensions, with OpenMP when the compiler supports it.
 
 Set FASTKERN_NO_OPENMP=1 to force a serial build (used to test the fallback) and
-FASTKERN_BOUNDSCHECK=1 for a debug build with bounds checking.
+FASTKERN_DEBUG_CYTHON=1 for a debug build that checks every index Cython
+evaluates (boundscheck) and every memoryview's initialisation
+(initializedcheck), as scikit-learn's SKLEARN_ENABLE_DEBUG_CYTHON_DIRECTIVES
+(FASTKERN_BOUNDSCHECK=1 is the older name of the same switch).  wraparound stays
+off as in the release build: with boundscheck on, a negative index then raises
+IndexError instead of silently wrapping, so the debug build reports the
+negative indices the release build would get wrong.
 """
 import os
 import subprocess
@@ -114,6 +120,12 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+def _debug_cython():
+    """FASTKERN_DEBUG_CYTHON=1 (or its older name FASTKERN_BOUNDSCHECK=1) turns the checks on."""
+    return any(os.environ.get(name, "0") not in ("", "0")
+               for name in ("FASTKERN_DEBUG_CYTHON", "FASTKERN_BOUNDSCHECK"))
+
+
 def extensions():
     from Cython.Build import cythonize
 
@@ -124,16 +136,16 @@ def extensions():
     names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
              "_inchol", "_structured", "_kstats", "_featurewise"]
     exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in names]
-    boundscheck = bool(os.environ.get("FASTKERN_BOUNDSCHECK"))
+    debug = _debug_cython()
     return cythonize(
         exts,
         nthreads=os.cpu_count() or 1,
         compiler_directives={
             "language_level": 3,
-            "boundscheck": boundscheck,
+            "boundscheck": debug,
             "wraparound": False,
             "cdivision": True,
-            "initializedcheck": boundscheck,
+            "initializedcheck": debug,
             "nonecheck": False,
         },
     )
