@@ -9,7 +9,9 @@
 #
 # Environment: PYTHON (default python3.12), WHEELHOUSE (default
 # .ci/wheelhouse), JOBS (default 16), BUDGET_S (default 300: the suite's
-# budget in seconds; over it, the run is stopped and the script fails).
+# budget in seconds; over it, the run is stopped and the script fails),
+# PYTEST_ARGS (default none: the whole suite; e.g. a test file to try the
+# script on a small machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -35,7 +37,7 @@ start=$SECONDS
 status=0
 # SIGINT first, so pytest prints what it has; SIGKILL 30 s later if it hangs.
 timeout --signal=INT --kill-after=30 "$budget" \
-    pytest -n "$jobs" -p no:cacheprovider -q --junitxml="$work/junit.xml" \
+    pytest -n "$jobs" -p no:cacheprovider -q --junitxml="$work/junit.xml" ${PYTEST_ARGS:-} \
     > "$work/pytest.log" 2>&1 || status=$?
 suite_s=$((SECONDS - start))
 tail -40 "$work/pytest.log"

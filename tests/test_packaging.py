@@ -48,8 +48,8 @@ def test_floors_file_pins_pyproject_floors():
             f".ci/floors.txt pins {name}=={pins.get(name)}, pyproject's floor is {floors[name]}")
 
 
-def _two_module_copy(tmp_path):
-    """A source copy whose setup.py builds only _openmp and _batches (seconds, not minutes)."""
+def _one_module_copy(tmp_path):
+    """A source copy whose setup.py builds only fastkern._openmp (seconds, not minutes)."""
     src = tmp_path / "src"
     shutil.copytree(ROOT / "fastkern", src / "fastkern",
                     ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
@@ -58,7 +58,7 @@ def _two_module_copy(tmp_path):
     setup = (ROOT / "setup.py").read_text()
     names = re.search(r"^NAMES = \[.*?\]\n", setup, flags=re.M | re.S)
     assert names, "setup.py has no NAMES list"
-    setup = setup.replace(names.group(0), 'NAMES = ["_openmp", "_batches"]\n')
+    setup = setup.replace(names.group(0), 'NAMES = ["_openmp"]\n')
     (src / "setup.py").write_text(setup)
     return src
 
@@ -81,9 +81,9 @@ def test_rebuild_compiles_only_what_changed(tmp_path):
     # generated C; a second install with unchanged sources must still reuse
     # the compiled modules, and a changed source or option must rebuild.
     pytest.importorskip("Cython")
-    src = _two_module_copy(tmp_path)
-    both = ["fastkern._batches", "fastkern._openmp"]
-    assert _compiled(_build(src)) == both
+    src = _one_module_copy(tmp_path)
+    rebuilt = ["fastkern._openmp"]
+    assert _compiled(_build(src)) == rebuilt
 
     later = time.time() + 5
     for path in src.glob("fastkern/*.p*"):
@@ -92,11 +92,10 @@ def test_rebuild_compiles_only_what_changed(tmp_path):
     assert "not cythonizing" in log and _compiled(log) == [], log[-3000:]
 
     # The serial-build switch changes the compiler flags, not the sources.
-    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == both
-    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == []
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == rebuilt
     # The debug directives change the generated C.
-    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == both
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt
 
     pyx = src / "fastkern" / "_openmp.pyx"
     pyx.write_text(pyx.read_text() + "\n# an edit\n")
-    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == both
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt
