@@ -26,8 +26,9 @@ from fastkern.large_n import KernelOperator
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill"),
                                 reason="needs POSIX signals")
 
-# Seconds from SIGINT to KeyboardInterrupt that a test accepts.
-LATENCY = 1.0
+# Seconds from SIGINT to KeyboardInterrupt that a test accepts: ten times
+# the 0.2 s target, the project's rule for wall-clock bounds in unit tests.
+LATENCY = 2.0
 
 def test_helper_returns_none_when_the_work_ends_first():
     assert time_to_interrupt(lambda: None, delay=0.05) is None
