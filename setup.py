@@ -129,38 +129,42 @@ def _debug_cython():
                for name in ("FASTKERN_DEBUG_CYTHON", "FASTKERN_BOUNDSCHECK"))
 
 
-# The C files cythonize wrote last, and the key of what they were generated
-# from.  Cython's own staleness test compares file times, and each pip install
-# builds in a fresh isolated environment whose scipy .pxd files are newer than
-# any .c, so without this every install regenerated and recompiled everything.
+# The keys (see _build_keys) of the C files cythonize wrote last and of the
+# compilation that followed.  Cython's own staleness test compares file times,
+# and each pip install builds in a fresh isolated environment whose scipy .pxd
+# files are newer than any .c, so without this every install regenerated and
+# recompiled everything.
 STAMP = os.path.join("build", "fastkern-cython.key")
 NAMES = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
          "_inchol", "_structured", "_kstats", "_featurewise"]
 
 
-def _build_key(directives):
-    """Hash of everything the C files and their compilation depend on.
+def _build_keys(directives):
+    """(C key, compile key): hashes of what the C files, and their compilation, depend on.
 
-    fastkern's own .pyx, .pxd and .h files and setup.py (compiler flags), the
-    .pxd files of the scipy packages they cimport (contents, not times: each
-    isolated build environment installs them anew), the Cython version and
-    directives, and the serial-build switch.  Not the Python version: the
-    generated C serves every version, and build_ext keeps one build folder
-    per version.
+    The C: fastkern's own .pyx, .pxd and .h files, the .pxd files of the
+    scipy packages they cimport (contents, not times: each isolated build
+    environment installs them anew), the Cython version and directives.  Not
+    the Python version: the generated C serves every version, and build_ext
+    keeps one build folder per version.  The compilation: setup.py (compiler
+    flags) and the serial-build switch.
     """
     import Cython
 
-    digest = hashlib.sha256()
+    def digest(paths, extra):
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(os.path.basename(path).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+        h.update(repr(extra).encode())
+        return h.hexdigest()
+
     own = sorted(glob.glob("fastkern/*.pyx") + glob.glob("fastkern/*.pxd")
-                 + glob.glob("fastkern/src/*.h")) + ["setup.py"]
-    for path in own + _scipy_pxd_files(own):
-        digest.update(os.path.basename(path).encode() + b"\0")
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    options = (sorted(directives.items()), Cython.__version__,
-               bool(os.environ.get("FASTKERN_NO_OPENMP")))
-    digest.update(repr(options).encode())
-    return digest.hexdigest()
+                 + glob.glob("fastkern/src/*.h"))
+    c_key = digest(own + _scipy_pxd_files(own), (sorted(directives.items()), Cython.__version__))
+    compile_key = digest(["setup.py"], bool(os.environ.get("FASTKERN_NO_OPENMP")))
+    return c_key, compile_key
 
 
 def _scipy_pxd_files(sources):
@@ -181,9 +185,15 @@ def _scipy_pxd_files(sources):
 def _read_stamp():
     try:
         with open(STAMP) as f:
-            return f.read().strip()
+            return tuple(f.read().split())
     except OSError:
         return None
+
+
+def _write_stamp(keys):
+    os.makedirs(os.path.dirname(STAMP), exist_ok=True)
+    with open(STAMP, "w") as f:
+        f.write("\n".join(keys) + "\n")
 
 
 def extensions():
@@ -202,23 +212,27 @@ def extensions():
         "initializedcheck": debug,
         "nonecheck": False,
     }
-    key = _build_key(directives)
+    keys = _build_keys(directives)
+    stamp = _read_stamp()
     c_files = [f"fastkern/{n}.c" for n in NAMES]
-    if _read_stamp() == key and all(os.path.exists(c) for c in c_files):
-        # The .c files keep their times, so build_ext skips every extension
-        # whose compiled module is newer.
+    if stamp and stamp[0] == keys[0] and all(os.path.exists(c) for c in c_files):
         print("fastkern: C sources up to date, not cythonizing", file=sys.stderr)
+        if stamp[1:] != keys[1:]:
+            # The same C under other compiler flags: C files newer than every
+            # compiled module make build_ext recompile them all.
+            for c in c_files:
+                os.utime(c)
+            _write_stamp(keys)
+        # Otherwise the .c files keep their times, and build_ext skips every
+        # extension whose compiled module is newer.
         return [Extension(f"fastkern.{n}", [c], **common) for n, c in zip(NAMES, c_files)]
     exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in NAMES]
-    # force: a change of directives or options leaves the .pyx times alone;
-    # every regenerated .c is then newer than every compiled module, so
-    # build_ext recompiles them all.
+    # force: a change of directives leaves the .pyx times alone; every
+    # regenerated .c is then newer than every compiled module, so build_ext
+    # recompiles them all.
     exts = cythonize(exts, nthreads=os.cpu_count() or 1, compiler_directives=directives,
                      force=True)
-    os.makedirs(os.path.dirname(STAMP), exist_ok=True)
-    with open(STAMP, "w") as f:
-        f.write(key + "\n")
+    _write_stamp(keys)
     return exts
-
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
