@@ -1,9 +1,18 @@
 """Build fastkern's Cython extensions, with OpenMP when the compiler supports it.
 
 Set FASTKERN_NO_OPENMP=1 to force a serial build (used to test the fallback) and
-FASTKERN_BOUNDSCHECK=1 for a debug build with bounds checking.
+FASTKERN_DEBUG_CYTHON=1 for a debug build that checks every index Cython
+evaluates (boundscheck) and every memoryview's initialisation
+(initializedcheck), as scikit-learn's SKLEARN_ENABLE_DEBUG_CYTHON_DIRECTIVES
+(FASTKERN_BOUNDSCHECK=1 is the older name of the same switch).  wraparound stays
+off as in the release build: with boundscheck on, a negative index then raises
+IndexError instead of silently wrapping, so the debug build reports the
+negative indices the release build would get wrong.
 """
+import glob
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -114,6 +123,79 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
+def _debug_cython():
+    """FASTKERN_DEBUG_CYTHON=1 (or its older name FASTKERN_BOUNDSCHECK=1) turns the checks on."""
+    return any(os.environ.get(name, "0") not in ("", "0")
+               for name in ("FASTKERN_DEBUG_CYTHON", "FASTKERN_BOUNDSCHECK"))
+
+
+# The keys (see _build_keys) of the C files cythonize wrote last and of the
+# compilation that followed.  Cython's own staleness test compares file times,
+# and each pip install builds in a fresh isolated environment whose scipy .pxd
+# files are newer than any .c, so without this every install regenerated and
+# recompiled everything.
+STAMP = os.path.join("build", "fastkern-cython.key")
+NAMES = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
+         "_inchol", "_structured", "_kstats", "_featurewise"]
+
+
+def _build_keys(directives):
+    """(C key, compile key): hashes of what the C files, and their compilation, depend on.
+
+    The C: fastkern's own .pyx, .pxd and .h files, the .pxd files of the
+    scipy packages they cimport (contents, not times: each isolated build
+    environment installs them anew), the Cython version and directives.  Not
+    the Python version: the generated C serves every version, and build_ext
+    keeps one build folder per version.  The compilation: setup.py (compiler
+    flags) and the serial-build switch.
+    """
+    import Cython
+
+    def digest(paths, extra):
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(os.path.basename(path).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+        h.update(repr(extra).encode())
+        return h.hexdigest()
+
+    own = sorted(glob.glob("fastkern/*.pyx") + glob.glob("fastkern/*.pxd")
+                 + glob.glob("fastkern/src/*.h"))
+    c_key = digest(own + _scipy_pxd_files(own), (sorted(directives.items()), Cython.__version__))
+    compile_key = digest(["setup.py"], bool(os.environ.get("FASTKERN_NO_OPENMP")))
+    return c_key, compile_key
+
+
+def _scipy_pxd_files(sources):
+    """The .pxd files of every scipy subpackage that a .pyx or .pxd cimports from."""
+    import scipy
+
+    root = os.path.dirname(scipy.__file__)
+    packages = set()
+    for path in sources:
+        if path.endswith((".pyx", ".pxd")):
+            with open(path) as f:
+                packages.update(re.findall(r"^\s*from\s+scipy((?:\.\w+)*)\.\w+\s+cimport",
+                                           f.read(), flags=re.M))
+    return sorted(pxd for package in packages
+                  for pxd in glob.glob(os.path.join(root, *package.split(".")[1:], "*.pxd")))
+
+
+def _read_stamp():
+    try:
+        with open(STAMP) as f:
+            return tuple(f.read().split())
+    except OSError:
+        return None
+
+
+def _write_stamp(keys):
+    os.makedirs(os.path.dirname(STAMP), exist_ok=True)
+    with open(STAMP, "w") as f:
+        f.write("\n".join(keys) + "\n")
+
+
 def extensions():
     from Cython.Build import cythonize
 
@@ -121,22 +203,36 @@ def extensions():
         include_dirs=["fastkern/src"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
     )
-    names = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
-             "_inchol", "_structured", "_kstats", "_featurewise"]
-    exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in names]
-    boundscheck = bool(os.environ.get("FASTKERN_BOUNDSCHECK"))
-    return cythonize(
-        exts,
-        nthreads=os.cpu_count() or 1,
-        compiler_directives={
-            "language_level": 3,
-            "boundscheck": boundscheck,
-            "wraparound": False,
-            "cdivision": True,
-            "initializedcheck": boundscheck,
-            "nonecheck": False,
-        },
-    )
-
+    debug = _debug_cython()
+    directives = {
+        "language_level": 3,
+        "boundscheck": debug,
+        "wraparound": False,
+        "cdivision": True,
+        "initializedcheck": debug,
+        "nonecheck": False,
+    }
+    keys = _build_keys(directives)
+    stamp = _read_stamp()
+    c_files = [f"fastkern/{n}.c" for n in NAMES]
+    if stamp and stamp[0] == keys[0] and all(os.path.exists(c) for c in c_files):
+        print("fastkern: C sources up to date, not cythonizing", file=sys.stderr)
+        if stamp[1:] != keys[1:]:
+            # The same C under other compiler flags: C files newer than every
+            # compiled module make build_ext recompile them all.
+            for c in c_files:
+                os.utime(c)
+            _write_stamp(keys)
+        # Otherwise the .c files keep their times, and build_ext skips every
+        # extension whose compiled module is newer.
+        return [Extension(f"fastkern.{n}", [c], **common) for n, c in zip(NAMES, c_files)]
+    exts = [Extension(f"fastkern.{n}", [f"fastkern/{n}.pyx"], **common) for n in NAMES]
+    # force: a change of directives leaves the .pyx times alone; every
+    # regenerated .c is then newer than every compiled module, so build_ext
+    # recompiles them all.
+    exts = cythonize(exts, nthreads=os.cpu_count() or 1, compiler_directives=directives,
+                     force=True)
+    _write_stamp(keys)
+    return exts
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

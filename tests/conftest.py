@@ -1,5 +1,26 @@
-"""Suite-wide fixtures."""
+"""Suite-wide settings: parallel runs (pytest -n, pytest-xdist) and the serial path."""
+import os
+
 import pytest
+
+
+def pytest_configure(config):
+    # Each xdist worker gets its share of the cores for OpenMP and BLAS, as in
+    # scikit-learn's conftest: N workers each starting one thread per core
+    # would run N times as many threads as cores, and threads that spin while
+    # waiting for work (OpenBLAS's) then slow every test down.
+    # Tests that pass n_threads explicitly still get what they ask for.
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers:
+        return
+    from joblib import cpu_count
+    from threadpoolctl import threadpool_limits
+
+    # Loaded first, so that the limit reaches their OpenMP and BLAS libraries.
+    import fastkern._openmp  # noqa: F401
+    import scipy.linalg  # noqa: F401
+
+    threadpool_limits(max(cpu_count() // int(workers), 1))
 
 
 @pytest.fixture(autouse=True)
@@ -16,4 +37,3 @@ def _parallel_even_when_small(monkeypatch):
 
     monkeypatch.setattr(_batches, "SERIAL_BELOW", 0.0)
     monkeypatch.setattr(_threads, "SERIAL_VALUES", 0)
-

@@ -26,7 +26,6 @@ def test_every_installed_case_agrees_with_its_peer_and_absent_ones_are_skipped()
             assert row["skipped"] == f"not installed (pip install {methods.PIP[case.package]})"
             continue
         assert row["difference"] < 1e-9, row
-        assert row["fastkern"] > 0 and row["peer_seconds"] > 0
         assert row["ratio"] == pytest.approx(row["peer_seconds"] / row["fastkern"])
     # scikit-learn is a dependency: its cases always run.
     assert all("skipped" not in r for r in rows if "scikit-learn" in r["peer"])

@@ -258,7 +258,6 @@ def test_bench_quick(tmp_path):
     assert {(r["task"], r["n"]) for r in rows} == {
         (t, n) for t in ("RBF Gram", "centering", "KernelPCA", "KernelRidge") for n in (30, 50)}
     for r in rows:
-        assert r["sklearn_s"] > 0 and r["fastkern_s"] > 0
         assert r["speedup"] == pytest.approx(r["sklearn_s"] / r["fastkern_s"])
         # The two libraries computed the same thing.
         assert r["max_abs_difference"] < 1e-6, r

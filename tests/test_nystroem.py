@@ -56,7 +56,8 @@ def _cases():
 
 
 @pytest.mark.parametrize("params, n_components", list(_cases()),
-                         ids=lambda p: str(p.get("kernel", p)) if isinstance(p, dict) else str(p))
+                         ids=lambda p: (getattr(p["kernel"], "__name__", str(p["kernel"]))
+                                        if isinstance(p, dict) else str(p)))
 def test_matches_sklearn_for_every_kernel(params, n_components):
     ours = Nystroem(n_components=n_components, random_state=4, **params).fit(X_TRAIN)
     ref = SkNystroem(n_components=n_components, random_state=4, **params).fit(X_TRAIN)

@@ -1,5 +1,11 @@
-"""The CI wheel job installs .ci/floors.txt; it must pin exactly pyproject's floors."""
+"""Packaging: .ci/floors.txt pins exactly pyproject's floors (the CI floors job
+installs it), and setup.py recompiles only when a source or build option changed."""
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +46,58 @@ def test_floors_file_pins_pyproject_floors():
         assert name in floors, f"pyproject.toml has no floor for {name}"
         assert pins.get(name) == floors[name], (
             f".ci/floors.txt pins {name}=={pins.get(name)}, pyproject's floor is {floors[name]}")
+
+
+def _one_module_copy(tmp_path):
+    """A source copy whose setup.py builds only fastkern._openmp (seconds, not minutes)."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "fastkern", src / "fastkern",
+                    ignore=shutil.ignore_patterns("*.so", "*.c", "__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    setup = (ROOT / "setup.py").read_text()
+    names = re.search(r"^NAMES = \[.*?\]\n", setup, flags=re.M | re.S)
+    assert names, "setup.py has no NAMES list"
+    setup = setup.replace(names.group(0), 'NAMES = ["_openmp"]\n')
+    (src / "setup.py").write_text(setup)
+    return src
+
+
+def _build(src, **env):
+    run = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=src,
+                         env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout + run.stderr
+
+
+def _compiled(log):
+    return sorted(set(re.findall(r"building '(fastkern\.\w+)' extension", log)))
+
+
+@pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="not a source checkout")
+def test_rebuild_compiles_only_what_changed(tmp_path):
+    # pip builds each install in a fresh isolated environment, so every
+    # dependency outside fastkern (scipy's .pxd files) is newer than the
+    # generated C; a second install with unchanged sources must still reuse
+    # the compiled modules, and a changed source or option must rebuild.
+    pytest.importorskip("Cython")
+    src = _one_module_copy(tmp_path)
+    rebuilt = ["fastkern._openmp"]
+    assert _compiled(_build(src)) == rebuilt
+
+    later = time.time() + 5
+    for path in src.glob("fastkern/*.p*"):
+        os.utime(path, (later, later))
+    log = _build(src)
+    assert "not cythonizing" in log and _compiled(log) == [], log[-3000:]
+
+    # The serial-build switch changes the compiler flags, not the C.
+    log = _build(src, FASTKERN_NO_OPENMP="1")
+    assert "not cythonizing" in log and _compiled(log) == rebuilt, log[-3000:]
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == []
+    # The debug directives change the generated C.
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt
+
+    pyx = src / "fastkern" / "_openmp.pyx"
+    pyx.write_text(pyx.read_text() + "\n# an edit\n")
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt

@@ -150,7 +150,8 @@ SUBSTRING_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kern, weight", SUBSTRING_CASES, ids=lambda c: repr(c)[:40])
+@pytest.mark.parametrize("kern, weight", SUBSTRING_CASES,
+                         ids=[repr(kern)[:40] for kern, _ in SUBSTRING_CASES])
 def test_substring_kernels_match_every_substring_reference(kern, weight):
     X = random_strings(9, 1, 14, alphabet="abc", seed=4)
     Y = random_strings(4, 2, 8, alphabet="abc", seed=5)
@@ -321,7 +322,10 @@ def all_kernels():
     ]
 
 
-@pytest.mark.parametrize("kern, X", all_kernels(), ids=lambda v: repr(v)[:30])
+# Ids name the data by size and item type: the repr of a set follows PYTHONHASHSEED.
+@pytest.mark.parametrize("kern, X", all_kernels(),
+                         ids=lambda v: (f"{len(v)}-{type(v[0]).__name__}" if isinstance(v, list)
+                                        else repr(v)[:30]))
 def test_threads_symmetry_psd_and_out(kern, X):
     K1 = kern(X, n_threads=1)
     K2 = kern(X, n_threads=2)

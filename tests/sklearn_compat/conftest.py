@@ -14,6 +14,7 @@ scikit-learn's private internals are skipped with the reason given in
 """
 import ast
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -115,6 +116,17 @@ def _relevant_tests(source, replaced):
     return {name for name in top if name.startswith("test") and name in reaching}
 
 
+def _write_if_changed(path, text):
+    # Every pytest-xdist worker runs this conftest: a file another worker may
+    # be importing is never truncated, only replaced whole (os.replace) when
+    # its text changed (another scikit-learn version).
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _make_copies():
     spec = importlib.util.find_spec("sklearn")
     root = Path(spec.origin).parent
@@ -124,7 +136,7 @@ def _make_copies():
         source = (root / rel).read_text()
         new, replaced = _rewrite(source)
         header = f"# Copied from scikit-learn's {rel} with fastkern's drop-ins imported.\n"
-        (COPIES / copy).write_text(header + new)
+        _write_if_changed(COPIES / copy, header + new)
         relevant[copy] = _relevant_tests(source, replaced)
     return relevant
 
