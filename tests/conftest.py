@@ -1,10 +1,19 @@
-"""Suite-wide settings: parallel runs (pytest -n, pytest-xdist) and the serial path."""
+"""Suite-wide settings: Ctrl-C handling, thread counts for parallel runs (pytest -n),
+and the serial path."""
 import os
+import signal
 
 import pytest
 
 
 def pytest_configure(config):
+    # A shell starts a background job (`cmd &`, nohup) with SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler: the tests that
+    # send themselves SIGINT (test_interrupt.py) would wait for a Ctrl-C that
+    # never comes.  Restored here, in every xdist worker too, and so for the
+    # subprocesses the tests start.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Each xdist worker gets its share of the cores for OpenMP and BLAS, as in
     # scikit-learn's conftest: N workers each starting one thread per core
     # would run N times as many threads as cores, and threads that spin while
