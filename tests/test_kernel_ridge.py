@@ -874,3 +874,19 @@ def test_mixed_residual_is_at_the_level_of_a_float64_solve(name):
     R = y.reshape(len(X), -1) - A @ C
     bound = np.sqrt(len(X)) * np.finfo(float).eps * np.abs(A).sum(axis=1).max()
     assert np.all(np.abs(R).max(axis=0) <= bound * np.abs(C).max(axis=0))
+
+
+def test_mixed_solve_of_a_gram_of_tiny_entries_matches_float64():
+    """RBF at gamma=0.5, d=64: most off-diagonal entries lie between 1e-57 and
+    1e-10, float32 subnormals; the mixed solve zeroes those below 2^-60 of the
+    diagonal (they made it 10-100x slower) and still matches scikit-learn."""
+    from sklearn.kernel_ridge import KernelRidge as SKKernelRidge
+
+    rng = np.random.default_rng(21)
+    X, y = rng.normal(size=(600, 64)), rng.normal(size=600)
+    mixed = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.5, solver="mixed").fit(X, y)
+    assert mixed.solver_ == "mixed"
+    ref = SKKernelRidge(alpha=0.5, kernel="rbf", gamma=0.5).fit(X, y)
+    np.testing.assert_allclose(mixed.dual_coef_, ref.dual_coef_, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(mixed.predict(X[:50] * 0.1), ref.predict(X[:50] * 0.1),
+                               rtol=1e-12, atol=1e-13)
