@@ -113,9 +113,11 @@ _TINY = 2.0 ** -60
 
 
 def _flush_tiny(D, P, threshold):
+    # A few rows at a time: the temporaries stay a small part of a panel.
     for A in (D, P):
-        if A.size:
-            np.copyto(A, 0.0, where=np.abs(A) < threshold)
+        for r in range(0, A.shape[0], 16):
+            rows = A[r:r + 16]
+            np.copyto(rows, 0.0, where=np.abs(rows) < threshold)
 
 
 def _factor_solve(factor, R):
