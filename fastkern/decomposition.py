@@ -73,11 +73,10 @@ _KRYLOV_MAX_BLOCKS = 20
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
 # ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples: below it ARPACK (or dense) was as fast or faster, from it the
-# block solver's products (one read of K per block, on every thread) win:
-# 1.8x ARPACK at N=1000 on a steep spectrum, 0.9-1.4x on flat ones
-# (benchmarks/bench_sizes.py, the "auto" grid).
-_KRYLOV_MIN_SAMPLES = 1000
+# many samples.  At N=1000 (2 threads, benchmarks/bench_sizes.py) it ranged
+# from 3x faster than ARPACK (a near-diagonal Gram) to 1.9x slower (flat
+# spectra), so ARPACK, never slower than scikit-learn's, stays below 2000.
+_KRYLOV_MIN_SAMPLES = 2000
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -261,9 +260,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Solver choice (eigen_solver="auto").  "matrix-free" when the dense Gram
     would exceed ``memory_budget`` (not for precomputed, cosine or sparse X).
     Otherwise chosen by measurement (benchmarks/bench_sizes.py, the "auto"
-    grid): "block_krylov" for n_components < 10 and at least 1000 samples
+    grid): "block_krylov" for n_components < 10 and at least 2000 samples
     (run to tol 2e-13, as accurate as ARPACK); "arpack" for n_components < 10
-    from 201 to 999 samples, and for 10 <= n_components <= n_samples / 50;
+    from 201 to 1999 samples, and for 10 <= n_components <= n_samples / 50;
     else "dense".
 
     Examples

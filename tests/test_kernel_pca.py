@@ -267,7 +267,7 @@ def test_memory_layouts():
 
 
 @pytest.mark.parametrize("n, k, solver", [
-    (150, 3, "dense"), (237, 3, "arpack"), (999, 9, "arpack"), (1000, 9, "block_krylov"),
+    (150, 3, "dense"), (237, 3, "arpack"), (1999, 9, "arpack"), (2000, 9, "block_krylov"),
     (2000, 3, "block_krylov"), (1000, 20, "arpack"), (1000, 21, "dense"), (237, 100, "dense"),
     (2000, None, "dense"),
 ])
