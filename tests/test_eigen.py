@@ -496,3 +496,17 @@ def test_block_eigsh_on_a_rank_below_the_block(n):
     np.testing.assert_allclose(w, np.linalg.eigvalsh(A)[::-1][:k], atol=1e-10)
     np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-10)
     np.testing.assert_allclose(A @ v, v * w, atol=1e-10)
+
+
+@pytest.mark.parametrize("syevd_max_n", [0, 10**6])
+def test_top_eigh_fallback_by_either_driver(syevd_max_n, monkeypatch):
+    """syevr returns too few of a clustered top; both fallbacks (syev, syevd) give them all."""
+    from fastkern import _eigen
+
+    monkeypatch.setattr(_eigen, "_SYEVD_MAX_N", syevd_max_n)
+    n, k = 120, 4
+    H = np.eye(n) - 1.0 / n          # eigenvalue 1 (n - 1 times) and 0
+    w, v = _eigen.top_eigh(H.copy(), k)
+    np.testing.assert_allclose(w, np.ones(k), rtol=1e-12)
+    np.testing.assert_allclose(H @ v, v, atol=1e-12)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-12)
