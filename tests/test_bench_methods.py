@@ -1,19 +1,12 @@
 """fastkern bench --methods (benchmarks/_harness/methods.py, run from a source checkout):
 each case computes what its peer computes; absent peers skip."""
 import importlib.util
-import pathlib
-import sys
 
 import pytest
 
 from test_cli import fastkern
 
-BENCH_DIR = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-if not (BENCH_DIR / "_harness" / "__init__.py").exists():
-    pytest.skip("the benchmark harness is in benchmarks/, next to tests/ in a source checkout",
-                allow_module_level=True)
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
+import harness_checkout  # noqa: F401  (skips outside a source checkout)
 
 from _harness import measuring, methods  # noqa: E402
 

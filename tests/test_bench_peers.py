@@ -6,9 +6,7 @@ A peer's test is skipped when its package is absent (`pip install
 fastkern[bench]` installs them all).
 """
 import json
-import pathlib
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -16,12 +14,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from test_cli import fastkern
 
-BENCH_DIR = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-if not (BENCH_DIR / "_harness" / "__init__.py").exists():
-    pytest.skip("the benchmark harness is in benchmarks/, next to tests/ in a source checkout",
-                allow_module_level=True)
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
+import harness_checkout  # noqa: F401  (skips outside a source checkout)
 
 import _harness as _bench  # noqa: E402
 from _harness import peers, suite  # noqa: E402

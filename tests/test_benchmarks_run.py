@@ -1,6 +1,5 @@
 """The pytest-benchmark suite still runs: every benchmark body once, at tiny sizes."""
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -8,12 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-BENCH_DIR = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
-if not (BENCH_DIR / "_harness" / "__init__.py").exists():
-    pytest.skip("the benchmark harness is in benchmarks/, next to tests/ in a source checkout",
-                allow_module_level=True)
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
+from harness_checkout import BENCH_DIR  # skips outside a source checkout
 
 import _harness as _bench  # noqa: E402
 from _harness import measuring, tasks  # noqa: E402
