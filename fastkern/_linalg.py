@@ -16,12 +16,13 @@ __all__ = ["restore_factored_triangle", "solve_shifted_in_place"]
 _BLOCK_ROWS = 64
 
 
-def restore_factored_triangle(K, diag):
+def restore_factored_triangle(K, diag, tiny=0.0):
     """Undo an in-place Cholesky of K.T (uplo='U'), which wrote K's lower triangle.
 
     The strict upper triangle of K is untouched by the factorisation, so the
     symmetric matrix is rebuilt from it and the saved diagonal, with O(n) rows
-    of temporary memory.
+    of temporary memory; entries under ``tiny`` in magnitude are rebuilt as 0
+    (fastkern._mixed: the factor's input only).
     """
     n = K.shape[0]
     for r0 in range(0, n, _BLOCK_ROWS):
@@ -30,6 +31,9 @@ def restore_factored_triangle(K, diag):
         block = K[r0:r1, r0:r1]
         lower = np.tril_indices(r1 - r0, -1)
         block[lower] = block.T[lower]
+        if tiny:
+            rows = K[r0:r1, :r1]
+            np.copyto(rows, 0, where=np.abs(rows) < tiny)
     np.fill_diagonal(K, diag)
 
 

@@ -91,7 +91,8 @@ class SplitGram:
             scale = max(scale, float(np.abs(D).max(initial=0.0)))
             _flush_tiny(D, P, _TINY * scale)
             _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
-                               n_threads)
+                               n_threads, _FACTOR_TINY * scale)
+        self.factor_tiny = _FACTOR_TINY * scale
 
     def matmat(self, V):
         """(S K S) V in float64 from the diagonal, the strict upper triangle of K and lo."""
@@ -110,6 +111,13 @@ class SplitGram:
 # backward error of a float64 Cholesky solve (about n * eps64 of it), and the
 # refinement then solves the flushed matrix to full accuracy.
 _TINY = 2.0 ** -60
+# The float32 Cholesky factorisation makes subnormals of much larger entries
+# (their products and quotients): at N=3000 spotrf took 3.0 s with the
+# entries below 2^-60 zeroed, 1.1 s below 2^-40, 0.09 s below 2^-30.  Its
+# input (the triangle below the diagonal, not read by the products) is
+# zeroed below 2^-30 of the scale; refinement against the exact products
+# absorbs the difference, or, failing to converge, hands over to float64.
+_FACTOR_TINY = 2.0 ** -30
 
 
 def _flush_tiny(D, P, threshold):
@@ -219,7 +227,7 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
         cols = np.flatnonzero(alphas == alpha)
         shifted = diag + alpha
         if g:
-            restore_factored_triangle(K, shifted.astype(np.float32))
+            restore_factored_triangle(K, shifted.astype(np.float32), A.factor_tiny)
         else:
             np.fill_diagonal(K, shifted.astype(np.float32))
         anorm = float(np.max(off + np.abs(shifted)))

@@ -32,7 +32,7 @@ cdef extern from "fk_split.h" nogil:
     double fk_split_store_row(const double *src, const double *s, double si, float *hi,
                               float *lo, Py_ssize_t length)
     double fk_split_column(const double *src, Py_ssize_t stride, const double *s, double sj,
-                           float *dst, Py_ssize_t length)
+                           float *dst, Py_ssize_t length, double tiny)
 
 
 def lo_size(Py_ssize_t n):
@@ -42,7 +42,7 @@ def lo_size(Py_ssize_t n):
 
 def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
                 const double[::1] s, float[:, ::1] K, float[::1] lo, double[::1] diag,
-                double[::1] absrow, int n_threads):
+                double[::1] absrow, int n_threads, double tiny=0.0):
     """Store rows i0 .. i0+b-1 of a symmetric matrix, from its diagonal on, in split form.
 
     D (b x b, symmetric) is the diagonal block a[i0:i0+b, i0:i0+b] and P
@@ -50,7 +50,8 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
     diag(s) a diag(s).  Writes K[i, j] = K[j, i] = hi for i in the panel and
     j >= i, lo and diag for those rows, and adds |a[i, j]| to absrow[i] and
     absrow[j] (absrow summed over all panels: the absolute row sums of a).
-    Each row and column is written by one thread.
+    Below the diagonal, entries of magnitude under ``tiny`` are stored as 0
+    (see fk_split_column).  Each row and column is written by one thread.
     """
     cdef Py_ssize_t n = K.shape[0], b = D.shape[0], r, i, j, o, stride, length
     cdef Py_ssize_t ldp = n - i0 - b
@@ -97,7 +98,7 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
             else:
                 src, stride, length = Pp + j - i0 - b, ldp, b
             absrow[j] += fk_split_column(src, stride, sp + i0 if sp != NULL else NULL, sj,
-                                         Kp + j * n + i0, length)
+                                         Kp + j * n + i0, length, tiny)
 
 
 def split_matmat(const float[:, ::1] K, const float[::1] lo, const double[::1] diag,

@@ -96,16 +96,19 @@ static double fk_split_store_row(const double *FK_RESTRICT src, const double *FK
 
 /* The mirror image of a panel's column: dst[r] = fl32(a_r) for a_r =
  * src[r * stride] (scaled by s[r] * sj when s is not NULL, in the order of
- * fk_split_store_row, so both triangles hold the same value); returns
- * sum_r |a_r|, r < len. */
+ * fk_split_store_row, so both triangles hold the same value), or 0 where
+ * |a_r| < tiny; returns sum_r |a_r|, r < len.  The mirror is only the
+ * float32 Cholesky factor's input (the products read hi + lo above the
+ * diagonal), so zeroing its tiny entries changes the preconditioner, not
+ * the matrix solved. */
 static double fk_split_column(const double *FK_RESTRICT src, ptrdiff_t stride,
                               const double *FK_RESTRICT s, double sj, float *FK_RESTRICT dst,
-                              ptrdiff_t len)
+                              ptrdiff_t len, double tiny)
 {
     double acc = 0.0;
     for (ptrdiff_t r = 0; r < len; r++) {
         double a = s ? (src[r * stride] * s[r]) * sj : src[r * stride];
-        dst[r] = (float)a;
+        dst[r] = fabs(a) < tiny ? 0.0f : (float)a;
         acc += fabs(a);
     }
     return acc;
