@@ -60,10 +60,12 @@ MAX_THREADS = 4096
 SERIAL_VALUES = 1 << 16
 
 # BLAS/LAPACK calls on matrices with fewer rows than this run on one thread:
-# below it a threaded LAPACK call (eigh, potrf, gemm of a few hundred rows)
-# gains little on an idle machine and its spinning workers cost much more
-# on a busy one (benchmarks/bench_threads.py).
-BLAS_SERIAL_ROWS = 1024
+# below it a threaded call (eigh, potrf, the matrix-vector products of
+# ARPACK on a few hundred rows) gains little on an idle machine, and its
+# spinning workers cost much more on a busy one; at 1000 rows two BLAS
+# threads made KernelPCA's ARPACK solve up to 1.5x faster idle
+# (benchmarks/bench_sizes.py, bench_busy.py).
+BLAS_SERIAL_ROWS = 512
 
 
 @functools.lru_cache(maxsize=None)
