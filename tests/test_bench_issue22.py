@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+import fastkern
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
+# The folder holding the fastkern these tests import: the installed package
+# (in CI, whose checkout has no compiled modules), or the checkout built in place.
+FASTKERN_ROOT = str(Path(fastkern.__file__).resolve().parent.parent)
 
 COMMON = {"benchmark", "format", "quick", "command", "created", "host", "machine", "settings",
           "results", "notes"}
@@ -29,9 +34,9 @@ SCRIPTS = {
 
 def run_quick(script, path, *extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [FASTKERN_ROOT, env.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, str(BENCH / script), "--quick", "--json", str(path),
-                          *extra], cwd=ROOT, env=env, capture_output=True, text=True,
+                          *extra], cwd=path.parent, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
@@ -98,7 +103,7 @@ def test_busy_leaves_no_competitor_running(tmp_path):
 
 
 def test_bad_arguments_are_refused(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=FASTKERN_ROOT)
     for script, bad in (("bench_sizes.py", "--sizes=2,x"), ("bench_threads.py", "--threads=0"),
                         ("bench_busy.py", "--conditions=noisy")):
         out = subprocess.run([sys.executable, str(BENCH / script), "--quick", bad, "--json",

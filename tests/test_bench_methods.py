@@ -6,7 +6,9 @@ import pytest
 
 from test_cli import fastkern
 
-import harness_checkout  # noqa: F401  (skips outside a source checkout)
+from fastkern.cli import bench as bench_command
+
+from harness_checkout import BENCH_DIR  # skips outside a source checkout
 
 from _harness import measuring, methods  # noqa: E402
 
@@ -29,6 +31,8 @@ def test_cli_methods_table_lists_skipped_peers(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("cca_zoo", "hyppo", "grakel")
                         else real(name, *a))
+    # The checkout's harness, also when the installed package is tested.
+    monkeypatch.setattr(bench_command, "BENCHMARKS", BENCH_DIR)
     proc = fastkern("bench", "--methods", "--quick", "--threads", "1", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

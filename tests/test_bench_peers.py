@@ -14,7 +14,9 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from test_cli import fastkern
 
-import harness_checkout  # noqa: F401  (skips outside a source checkout)
+from fastkern.cli import bench as bench_command
+
+from harness_checkout import BENCH_DIR  # skips outside a source checkout
 
 import _harness as _bench  # noqa: E402
 from _harness import peers, suite  # noqa: E402
@@ -125,7 +127,9 @@ def test_failing_peer_is_skipped_with_its_error(monkeypatch):
     assert not any(t == "matvec" for t, _, _ in calls)
 
 
-def test_bench_quick_lists_peers(tmp_path):
+def test_bench_quick_lists_peers(tmp_path, monkeypatch):
+    # The checkout's harness, also when the installed package is tested.
+    monkeypatch.setattr(bench_command, "BENCHMARKS", BENCH_DIR)
     js = tmp_path / "b.json"
     proc = fastkern("bench", "--full", "--quick", "--threads", "1", "--json", js, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

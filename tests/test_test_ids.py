@@ -8,19 +8,22 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 
-def _collect(hash_seed):
+def _collect(hash_seed, cwd):
     env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_XDIST_WORKER_COUNT", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-p", "no:xdist", str(TESTS)],
-        cwd=TESTS.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc
 
 
-def test_two_processes_collect_the_same_ids():
-    first, second = _collect(1), _collect(2)  # concurrently: each takes seconds
+def test_two_processes_collect_the_same_ids(tmp_path):
+    # Not from the checkout: `python -m` puts the working folder first on
+    # sys.path, and a checkout without compiled modules would shadow the
+    # installed package.
+    first, second = _collect(1, tmp_path), _collect(2, tmp_path)  # concurrently
     out = []
     for proc in (first, second):
         stdout, stderr = proc.communicate(timeout=600)

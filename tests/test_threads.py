@@ -56,34 +56,36 @@ _IDLE_CPU = textwrap.dedent("""
 """)
 
 
-def _idle_cpu_seconds(**env):
+def _idle_cpu_seconds(cwd, **env):
     full = {k: v for k, v in os.environ.items() if k not in _threads._WAIT_VARIABLES}
     full.update(env)
     full["PYTHONPATH"] = os.path.dirname(os.path.dirname(fastkern.__file__))
     out = subprocess.run([sys.executable, "-c", _IDLE_CPU], env=full, capture_output=True,
-                         text=True, timeout=120, check=True)
+                         text=True, timeout=120, check=True, cwd=cwd)
     return float(out.stdout.split()[-1])
 
 
 @needs_openmp
-def test_idle_openmp_threads_sleep_unless_the_user_asks_them_to_spin():
+def test_idle_openmp_threads_sleep_unless_the_user_asks_them_to_spin(tmp_path):
     """After a parallel region the process uses no CPU while it sleeps; with the
     user's OMP_WAIT_POLICY=active (the control) its idle thread spins."""
-    assert _idle_cpu_seconds() < 0.05
-    assert _idle_cpu_seconds(OMP_WAIT_POLICY="active") > 0.1
+    # (In a temporary folder: `python -c` puts the working folder first on
+    # sys.path, where a checkout's fastkern/ would shadow the tested one.)
+    assert _idle_cpu_seconds(tmp_path) < 0.05
+    assert _idle_cpu_seconds(tmp_path, OMP_WAIT_POLICY="active") > 0.1
 
 
-def test_the_wait_policy_leaves_the_environment_alone():
+def test_the_wait_policy_leaves_the_environment_alone(tmp_path):
     code = ("import os, fastkern; print('OMP_WAIT_POLICY' in os.environ, "
             "fastkern.config_info()['wait_policy'])")
     env = {k: v for k, v in os.environ.items() if k not in _threads._WAIT_VARIABLES}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(fastkern.__file__))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+                         text=True, timeout=120, check=True, cwd=tmp_path).stdout
     assert out.startswith("False passive")
     env["GOMP_SPINCOUNT"] = "1000"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
+                         text=True, timeout=120, check=True, cwd=tmp_path).stdout
     assert "GOMP_SPINCOUNT=1000" in out
 
 
