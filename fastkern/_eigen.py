@@ -615,10 +615,13 @@ def class_ridge_solve(K, labels, counts, reg, zero_message):
         raise ValueError(zero_message)
     c = reg * trace
     K.flat[:: n + 1] += c
-    # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
-    # order: LAPACK factorises it in place without a copy.
-    chol = linalg.cholesky(K.T, lower=False, overwrite_a=True, check_finite=False)
     HQ = np.zeros((n, counts.size))
     HQ[np.arange(n), labels] = 1.0 / np.sqrt(counts[labels])
     HQ -= np.sqrt(counts) / n
-    return c, HQ, linalg.cho_solve((chol, False), HQ, check_finite=False)
+    # K is symmetric and C-ordered, so K.T is the same matrix in Fortran
+    # order: LAPACK factorises it in place without a copy.  Without the GIL,
+    # in a worker thread, so that Ctrl-C is seen during the n^3 / 3 flops
+    # (scipy's cholesky holds the GIL for the whole factorisation).
+    Z = np.array(HQ, order="F")
+    interruptible(_inchol.posv, K.T, Z, False)
+    return c, HQ, Z

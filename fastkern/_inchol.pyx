@@ -25,15 +25,15 @@ region per step (several only when a step takes longer than the Ctrl-C
 batch target), instead of the 9 or so a generic Gram call for the kernel
 column opens, which on a loaded 2-core machine made 2 threads slower than 1.
 
-Also here: ``syevr`` and ``syev``, LAPACK's symmetric eigensolvers called
-without the GIL (scipy's f2py wrappers hold it for the whole call, so a
+Also here: ``syevr``, ``syev`` and ``posv`` (LAPACK's symmetric eigensolvers
+and Cholesky solve) called without the GIL (scipy's f2py wrappers hold it for the whole call, so a
 thread waiting on them could not even raise KeyboardInterrupt): the dense
 eigensolvers run them in a worker thread (fastkern._eigen.interruptible).
 """
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.stdlib cimport free, malloc
-from scipy.linalg.cython_lapack cimport dsyev, dsyevd, dsyevr, ssyev, ssyevd, ssyevr
+from scipy.linalg.cython_lapack cimport dposv, dsyev, dsyevd, dsyevr, ssyev, ssyevd, ssyevr
 
 import numpy as np
 from numpy.linalg import LinAlgError
@@ -271,3 +271,23 @@ cdef void _syev(bint divide, char *jobz, char *uplo, int n, floating *a, floatin
             dsyevd(jobz, uplo, &n, a, &n, w, work, &lwork, iwork, &liwork, info)
         else:
             dsyev(jobz, uplo, &n, a, &n, w, work, &lwork, info)
+
+
+def posv(double[::1, :] a, double[::1, :] b, bint lower):
+    """Solve a x = b for the symmetric positive definite Fortran-ordered a, by
+    LAPACK's dposv without the GIL: a is overwritten by its Cholesky factor
+    and b by x."""
+    cdef int n = a.shape[0], nrhs = b.shape[1], info = 0
+    cdef int ldb = max(n, 1)
+    cdef char uplo = b'L' if lower else b'U'
+    if a.shape[1] != n or b.shape[0] != n:
+        raise ValueError(f"posv needs a square a and b with as many rows, got shapes "
+                         f"({a.shape[0]}, {a.shape[1]}) and ({b.shape[0]}, {b.shape[1]})")
+    if n == 0 or nrhs == 0:
+        return
+    with nogil:
+        dposv(&uplo, &n, &nrhs, &a[0, 0], &ldb, &b[0, 0], &ldb, &info)
+    if info > 0:
+        raise LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+    if info < 0:
+        raise LinAlgError(f"LAPACK posv failed (info={info})")

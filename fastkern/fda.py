@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from fastkern._eigen import class_ridge_solve, column_signs
+from fastkern._eigen import class_ridge_solve, column_signs, interruptible
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
 from fastkern._threads import blas_limit, blas_threads
@@ -53,6 +53,20 @@ def _complement_basis(counts):
     s = np.sqrt(counts)[:, None]
     q, _ = linalg.qr(s / np.linalg.norm(s), mode="full")
     return q[:, 1:]
+
+
+def _definite_eigh(A, B):
+    """Eigenpairs of A u = lambda B u (B positive definite), ascending, U^T B U = I.
+
+    scipy's eigh(A, B) in numpy's linalg, which releases the GIL (for
+    ``interruptible``): with B = L L^T, the standard problem of
+    L^-1 A L^-T (symmetrised), whose eigenvectors v give u = L^-T v.
+    """
+    L = np.linalg.cholesky(B)
+    Linv = np.linalg.solve(L, np.eye(L.shape[0]))
+    C = Linv @ A @ Linv.T
+    lam, V = np.linalg.eigh((C + C.T) / 2)
+    return lam, Linv.T @ V
 
 
 class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMixin,
@@ -403,7 +417,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             raise ValueError("the centred kernel matrix is zero: all samples coincide in "
                              "feature space, there is nothing to discriminate")
         Sw.flat[:: Sw.shape[0] + 1] += reg * trace
-        lam, U = linalg.eigh(Sb, Sw, check_finite=False)
+        lam, U = interruptible(_definite_eigh, Sb, Sw)
         m = min(counts.size - 1, U.shape[1])
         lam, U = lam[::-1][:m], U[:, ::-1][:, :m]
         # eigh normalises U^T (S_W + c I) U = I.

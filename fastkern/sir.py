@@ -24,7 +24,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._eigen import class_ridge_solve, column_signs
+from fastkern._eigen import class_ridge_solve, column_signs, interruptible
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
 from fastkern._threads import blas_limit, blas_threads
@@ -589,7 +589,9 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             Kbb = self._gram(Xb)
         col_means = Kb.mean(axis=0)
         Kb -= col_means
-        t, V = linalg.eigh(Kbb, overwrite_a=True, check_finite=False)
+        # numpy's linalg releases the GIL (scipy's does not): in a worker
+        # thread, Ctrl-C is seen during the basis-size factorisations.
+        t, V = interruptible(np.linalg.eigh, Kbb)
         if not t[-1] > 0:
             raise ValueError("the kernel matrix of the basis points is zero")
         keep = t > t[-1] * basis.size * np.finfo(np.float64).eps
@@ -602,7 +604,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError("the centred kernel matrix is zero: all samples coincide "
                              "in feature space")
         S.flat[:: S.shape[0] + 1] += reg * trace
-        L = linalg.cholesky(S, lower=True, overwrite_a=True, check_finite=False)
+        L = interruptible(np.linalg.cholesky, S)
         R = (_slice_sums(F, labels, counts.size) / np.sqrt(counts)[:, None]).T
         Y = linalg.solve_triangular(L, R, lower=True, check_finite=False)
         lam, Wc = linalg.eigh(Y.T @ Y, check_finite=False)

@@ -313,16 +313,28 @@ def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
     return None
 
 
-@pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense", "ridge-cv"])
+@pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense", "ridge-cv", "kfda-dense",
+                                    "ksir-dense"])
 def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
     # interrupted: it runs without the GIL in a worker thread that the main
-    # thread waits on.
-    from fastkern import cca, centering
+    # thread waits on.  KernelFDA's and KernelSIR's dense solvers factorise
+    # the Gram (Cholesky, 3-10x cheaper than eigh): at 8000 samples it too
+    # takes seconds.
+    from fastkern import cca, centering, fda, sir
 
     rng = np.random.default_rng(1)
     X, Y = rng.normal(size=(2500, 5)), rng.normal(size=(2500, 3))
-    if solver == "kcca-dense":
+    if solver in ("kfda-dense", "ksir-dense"):
+        Xl = rng.normal(size=(8000, 5))
+        yl = (Xl[:, 0] > 0).astype(int) + (Xl[:, 1] > 0)
+        if solver == "kfda-dense":
+            call = lambda: fastkern.KernelFDA(kernel="rbf").fit(Xl, yl)  # noqa: E731
+            before = (fda, "center_gram")
+        else:
+            call = lambda: fastkern.KernelSIR(kernel="rbf").fit(Xl, Xl[:, 0])  # noqa: E731
+            before = (sir, "center_gram")
+    elif solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
         before = (cca, "center_gram")
     elif solver == "ridge-cv":
