@@ -33,7 +33,7 @@ eigensolvers run them in a worker thread (fastkern._eigen.interruptible).
 from cython cimport floating
 from cython.parallel cimport prange
 from libc.stdlib cimport free, malloc
-from scipy.linalg.cython_lapack cimport dposv, dsyev, dsyevd, dsyevr, ssyev, ssyevd, ssyevr
+from scipy.linalg.cython_lapack cimport dposv, dpotrf, dsyev, dsyevd, dsyevr, spotrf, ssyev, ssyevd, ssyevr
 
 import numpy as np
 from numpy.linalg import LinAlgError
@@ -291,3 +291,23 @@ def posv(double[::1, :] a, double[::1, :] b, bint lower):
         raise LinAlgError(f"{info}-th leading minor of the array is not positive definite")
     if info < 0:
         raise LinAlgError(f"LAPACK posv failed (info={info})")
+
+
+def potrf(floating[::1, :] a, bint lower):
+    """Cholesky-factor the symmetric Fortran-ordered a in place (one triangle,
+    the other untouched) by LAPACK's potrf without the GIL; returns info (0,
+    or k > 0: the k-th leading minor is not positive definite)."""
+    cdef int n = a.shape[0], info = 0
+    cdef char uplo = b'L' if lower else b'U'
+    if a.shape[1] != n:
+        raise ValueError(f"potrf needs a square matrix, got shape ({a.shape[0]}, {a.shape[1]})")
+    if n == 0:
+        return 0
+    with nogil:
+        if floating is float:
+            spotrf(&uplo, &n, &a[0, 0], &n, &info)
+        else:
+            dpotrf(&uplo, &n, &a[0, 0], &n, &info)
+    if info < 0:
+        raise LinAlgError(f"LAPACK potrf failed (info={info})")
+    return info

@@ -9,6 +9,9 @@ import warnings
 import numpy as np
 from scipy import linalg
 
+from fastkern import _inchol
+from fastkern._threads import interruptible
+
 __all__ = ["restore_factored_triangle", "solve_shifted_in_place"]
 
 # Rows per block of the row-blocked passes over an n x n array: bounds their
@@ -56,8 +59,11 @@ def solve_shifted_in_place(K, Y, alphas):
         np.fill_diagonal(K, diag + alpha)
         rhs = Y[:, cols]
         try:
-            factor = linalg.cho_factor(K.T, lower=False, overwrite_a=True, check_finite=False)
-            out[:, cols] = linalg.cho_solve(factor, rhs, check_finite=False)
+            # Without the GIL, in a worker thread: Ctrl-C is seen during the
+            # factorisation (scipy's cho_factor holds the GIL for all of it).
+            if interruptible(_inchol.potrf, K.T, False):
+                raise linalg.LinAlgError("not positive definite")
+            out[:, cols] = linalg.cho_solve((K.T, False), rhs, check_finite=False)
         except linalg.LinAlgError:
             warnings.warn(
                 "Singular matrix in solving dual problem. Using least-squares solution instead.",

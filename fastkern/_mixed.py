@@ -27,9 +27,10 @@ import math
 import numpy as np
 from scipy.linalg import blas, lapack
 
-from fastkern import _split
+from fastkern import _inchol, _split
 from fastkern._kernel_api import KernelSpec
 from fastkern._linalg import restore_factored_triangle
+from fastkern._threads import interruptible
 from fastkern._validation import check_n_threads
 from fastkern.pairwise import KERNEL_CODES
 
@@ -233,7 +234,10 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
         anorm = float(np.max(off + np.abs(shifted)))
         if not anorm <= _MAX32 or alpha <= _EPS32 * anorm:
             return None, "alpha below float32 resolution"
-        factor, err = lapack.spotrf(K.T, lower=0, overwrite_a=1, clean=0)
+        # Without the GIL, in a worker thread: Ctrl-C is seen (scipy's spotrf
+        # holds the GIL for the whole factorisation, seconds at large n).
+        err = interruptible(_inchol.potrf, K.T, False)
+        factor = K.T
         if err != 0:
             return None, "spotrf failed"
 

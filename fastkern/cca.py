@@ -79,10 +79,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from fastkern import _inchol
-from fastkern._eigen import column_signs, interruptible
+from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, is_precomputed, kernel_constraints, kernel_gram,
                                   resolve_gamma, structured_kernel, validate_input)
-from fastkern._threads import blas_limit, blas_threads
+from fastkern._threads import blas_limit, blas_threads, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import incomplete_cholesky

@@ -26,9 +26,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 from fastkern._kernel_api import (gram_dtype, is_precomputed, kernel_constraints, kernel_gram,
                                   resolve_gamma, validate_input)
 from fastkern import _inchol
-from fastkern._eigen import interruptible
 from fastkern._linalg import solve_shifted_in_place
-from fastkern._threads import limits_blas
+from fastkern._threads import interruptible, limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
 

@@ -24,10 +24,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fastkern._eigen import class_ridge_solve, column_signs, interruptible
+from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
-from fastkern._threads import blas_limit, blas_threads
+from fastkern._threads import blas_limit, blas_threads, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
 

@@ -51,7 +51,7 @@ _IDLE_CPU = textwrap.dedent("""
     X = np.random.default_rng(0).normal(size=(3000, 8))
     fastkern.rbf_kernel(X, n_threads=2)      # wakes fastkern's OpenMP threads
     t0, c0 = time.perf_counter(), time.process_time()
-    time.sleep(0.3)
+    time.sleep(1.0)
     print(time.process_time() - c0)
 """)
 
@@ -67,12 +67,13 @@ def _idle_cpu_seconds(cwd, **env):
 
 @needs_openmp
 def test_idle_openmp_threads_sleep_unless_the_user_asks_them_to_spin(tmp_path):
-    """After a parallel region the process uses no CPU while it sleeps; with the
-    user's OMP_WAIT_POLICY=active (the control) its idle thread spins."""
+    """After a parallel region the process uses no CPU while it sleeps 1 s; with
+    the user's OMP_WAIT_POLICY=active (the control) its idle thread spins, and
+    gets at least a sixth of a core even when the other tests load the machine."""
     # (In a temporary folder: `python -c` puts the working folder first on
     # sys.path, where a checkout's fastkern/ would shadow the tested one.)
     assert _idle_cpu_seconds(tmp_path) < 0.05
-    assert _idle_cpu_seconds(tmp_path, OMP_WAIT_POLICY="active") > 0.1
+    assert _idle_cpu_seconds(tmp_path, OMP_WAIT_POLICY="active") > 0.15
 
 
 def test_the_wait_policy_leaves_the_environment_alone(tmp_path):
