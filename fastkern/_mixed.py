@@ -90,9 +90,8 @@ class SplitGram:
             if m:
                 P = spec.gram(X[i0:i1], X[i1:], out=P)
             scale = max(scale, float(np.abs(D).max(initial=0.0)))
-            _flush_tiny(D, P, _TINY * scale)
             _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
-                               n_threads, _FACTOR_TINY * scale)
+                               n_threads, _TINY * scale, _FACTOR_TINY * scale)
         self.factor_tiny = _FACTOR_TINY * scale
 
     def matmat(self, V):
@@ -103,8 +102,8 @@ class SplitGram:
         return _split.split_matmat(self.K, self.lo, self.diag, Vt, acc, self.n_threads).T
 
 
-# Entries below _TINY times the largest entry of the diagonal blocks are set
-# to zero before the split.  In float32 such values, their rounding errors
+# Entries below _TINY times the largest entry of the diagonal blocks are taken
+# as zero by the split.  In float32 such values, their rounding errors
 # (lo) and their products in spotrf are subnormal, and x86 computes on
 # subnormals ~100x slower: an RBF Gram with gamma=0.5 at d=64 (most entries
 # 1e-57..1e-10) took 15 s to solve at N=3000 against 1.2 s in float64.  The
@@ -120,13 +119,6 @@ _TINY = 2.0 ** -60
 # absorbs the difference, or, failing to converge, hands over to float64.
 _FACTOR_TINY = 2.0 ** -30
 
-
-def _flush_tiny(D, P, threshold):
-    # A few rows at a time: the temporaries stay a small part of a panel.
-    for A in (D, P):
-        for r in range(0, A.shape[0], 16):
-            rows = A[r:r + 16]
-            np.copyto(rows, 0.0, where=np.abs(rows) < threshold)
 
 
 def _factor_solve(factor, R):

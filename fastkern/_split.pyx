@@ -30,9 +30,9 @@ cdef extern from "fk_split.h" nogil:
                        double *out, double *T, Py_ssize_t n, Py_ssize_t t, Py_ssize_t r0,
                        Py_ssize_t r1)
     double fk_split_store_row(const double *src, const double *s, double si, float *hi,
-                              float *lo, Py_ssize_t length)
+                              float *lo, Py_ssize_t length, double tiny)
     double fk_split_column(const double *src, Py_ssize_t stride, const double *s, double sj,
-                           float *dst, Py_ssize_t length, double tiny)
+                           float *dst, Py_ssize_t length, double tiny, double factor_tiny)
 
 
 def lo_size(Py_ssize_t n):
@@ -42,7 +42,8 @@ def lo_size(Py_ssize_t n):
 
 def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
                 const double[::1] s, float[:, ::1] K, float[::1] lo, double[::1] diag,
-                double[::1] absrow, int n_threads, double tiny=0.0):
+                double[::1] absrow, int n_threads, double tiny=0.0,
+                double factor_tiny=0.0):
     """Store rows i0 .. i0+b-1 of a symmetric matrix, from its diagonal on, in split form.
 
     D (b x b, symmetric) is the diagonal block a[i0:i0+b, i0:i0+b] and P
@@ -50,8 +51,9 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
     diag(s) a diag(s).  Writes K[i, j] = K[j, i] = hi for i in the panel and
     j >= i, lo and diag for those rows, and adds |a[i, j]| to absrow[i] and
     absrow[j] (absrow summed over all panels: the absolute row sums of a).
-    Below the diagonal, entries of magnitude under ``tiny`` are stored as 0
-    (see fk_split_column).  Each row and column is written by one thread.
+    Entries of a under ``tiny`` in magnitude (before scaling) are taken as 0,
+    and below the diagonal, those of diag(s) a diag(s) under ``factor_tiny``
+    are stored as 0 (see fk_split_column).  Each row and column is written by one thread.
     """
     cdef Py_ssize_t n = K.shape[0], b = D.shape[0], r, i, j, o, stride, length
     cdef Py_ssize_t ldp = n - i0 - b
@@ -77,17 +79,20 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
             i = i0 + r
             o = fk_split_lo_offset(i, n)
             si = sp[i] if sp != NULL else 1.0
-            v = (Dp[r * b + r] * si) * si if sp != NULL else Dp[r * b + r]
+            v = fabs(Dp[r * b + r])
+            v = 0.0 if v < tiny else Dp[r * b + r]
+            if sp != NULL:
+                v = (v * si) * si
             Kp[i * n + i] = <float> v
             diag[i] = v
             # Row i right of the diagonal: the rest of D's row r, then P's.
             acc = fabs(v) + fk_split_store_row(
                 Dp + r * b + r + 1, sp + i + 1 if sp != NULL else NULL, si, Kp + i * n + i + 1,
-                lop + o, b - 1 - r)
+                lop + o, b - 1 - r, tiny)
             if ldp > 0:
                 acc = acc + fk_split_store_row(
                     Pp + r * ldp, sp + i0 + b if sp != NULL else NULL, si, Kp + i * n + i0 + b,
-                    lop + o + b - 1 - r, ldp)
+                    lop + o + b - 1 - r, ldp, tiny)
             absrow[i] += acc
         # The mirror image below the diagonal, and the columns' share of absrow.
         for j in prange(i0 + 1, n, num_threads=n_threads, schedule='static'):
@@ -98,7 +103,7 @@ def split_panel(const double[:, ::1] D, const double[:, ::1] P, Py_ssize_t i0,
             else:
                 src, stride, length = Pp + j - i0 - b, ldp, b
             absrow[j] += fk_split_column(src, stride, sp + i0 if sp != NULL else NULL, sj,
-                                         Kp + j * n + i0, length, tiny)
+                                         Kp + j * n + i0, length, tiny, factor_tiny)
 
 
 def split_matmat(const float[:, ::1] K, const float[::1] lo, const double[::1] diag,

@@ -75,16 +75,21 @@ FK_CLONES static void fk_split_band(const float *K, const float *lo, const doubl
 #define FK_OPAQUE_FLOAT(h) do { volatile float fk_opaque_ = (h); (h) = fk_opaque_; } while (0)
 #endif
 
-/* Stores hi = fl32(a_j) and lo = fl32(a_j - hi) for a_j = src[j] (scaled by
- * si * s[j] when s is not NULL, in that order, as fk_split_column) and returns
- * sum_j |a_j|, j < len, summed in order. */
+/* src[j] itself, or 0 where |src[j]| < tiny: values that would only make
+ * float32 subnormals (see fastkern/_mixed.py). */
+#define FK_SPLIT_SOURCE(x, tiny) (fabs(x) < (tiny) ? 0.0 : (x))
+
+/* Stores hi = fl32(a_j) and lo = fl32(a_j - hi) for a_j = src[j] (0 where
+ * |src[j]| < tiny; scaled by si * s[j] when s is not NULL, in that order, as
+ * fk_split_column) and returns sum_j |a_j|, j < len, summed in order. */
 static double fk_split_store_row(const double *FK_RESTRICT src, const double *FK_RESTRICT s,
                                  double si, float *FK_RESTRICT hi, float *FK_RESTRICT lo,
-                                 ptrdiff_t len)
+                                 ptrdiff_t len, double tiny)
 {
     double acc = 0.0;
     for (ptrdiff_t j = 0; j < len; j++) {
-        double a = s ? (src[j] * si) * s[j] : src[j];
+        double x = FK_SPLIT_SOURCE(src[j], tiny);
+        double a = s ? (x * si) * s[j] : x;
         float h = (float)a;
         FK_OPAQUE_FLOAT(h);
         hi[j] = h;
@@ -95,20 +100,22 @@ static double fk_split_store_row(const double *FK_RESTRICT src, const double *FK
 }
 
 /* The mirror image of a panel's column: dst[r] = fl32(a_r) for a_r =
- * src[r * stride] (scaled by s[r] * sj when s is not NULL, in the order of
- * fk_split_store_row, so both triangles hold the same value), or 0 where
- * |a_r| < tiny; returns sum_r |a_r|, r < len.  The mirror is only the
+ * src[r * stride] (0 where that is under tiny in magnitude; scaled by s[r] * sj
+ * when s is not NULL, in the order of fk_split_store_row, so both triangles
+ * hold the same value), or 0 where |a_r| < factor_tiny; returns sum_r |a_r|,
+ * r < len.  The mirror is only the
  * float32 Cholesky factor's input (the products read hi + lo above the
  * diagonal), so zeroing its tiny entries changes the preconditioner, not
  * the matrix solved. */
 static double fk_split_column(const double *FK_RESTRICT src, ptrdiff_t stride,
                               const double *FK_RESTRICT s, double sj, float *FK_RESTRICT dst,
-                              ptrdiff_t len, double tiny)
+                              ptrdiff_t len, double tiny, double factor_tiny)
 {
     double acc = 0.0;
     for (ptrdiff_t r = 0; r < len; r++) {
-        double a = s ? (src[r * stride] * s[r]) * sj : src[r * stride];
-        dst[r] = fabs(a) < tiny ? 0.0f : (float)a;
+        double x = FK_SPLIT_SOURCE(src[r * stride], tiny);
+        double a = s ? (x * s[r]) * sj : x;
+        dst[r] = fabs(a) < factor_tiny ? 0.0f : (float)a;
         acc += fabs(a);
     }
     return acc;
