@@ -204,7 +204,7 @@ int main(void) {
     double src[L];
     float hi[L], lo_row[L];
     for (int j = 0; j < L; j++) src[j] = sin(1.3 * j + 0.2) * pow(10.0, (j % 7) - 3);
-    double total = fk_split_store_row(src, NULL, 1.0, hi, lo_row, L);
+    double total = fk_split_store_row(src, NULL, 1.0, hi, lo_row, L, 0.0);
     for (int j = 0; j < L; j++) printf("%a %a %a\n", src[j], (double)hi[j], (double)lo_row[j]);
     printf("%a\n", total);
     for (int i = 0; i < N; i++) {
@@ -215,7 +215,7 @@ int main(void) {
     for (int i = 0; i < N; i++) {
         double d = A[i * N + i];
         fk_split_store_row(A + i * N + i + 1, NULL, 1.0, K + i * N + i + 1,
-                           lo + (i * (N - 1) - i * (i - 1) / 2), N - 1 - i);
+                           lo + (i * (N - 1) - i * (i - 1) / 2), N - 1 - i, 0.0);
         A[i * N + i] = d;
     }
     double diag[N];
