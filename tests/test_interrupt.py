@@ -314,7 +314,7 @@ def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
 
 
 @pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense", "ridge-cv", "kfda-dense",
-                                    "ksir-dense", "ridge-cholesky", "ridge-mixed"])
+                                    "ksir-dense"])
 def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
     # interrupted: it runs without the GIL in a worker thread that the main
@@ -334,16 +334,6 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
         else:
             call = lambda: fastkern.KernelSIR(kernel="rbf").fit(Xl, Xl[:, 0])  # noqa: E731
             before = (sir, "center_gram")
-    elif solver in ("ridge-cholesky", "ridge-mixed"):
-        # The Cholesky factorisation of the (shifted) Gram: seconds at these
-        # sizes (float64 at 8000, float32 at 12000), scipy's held the GIL.
-        from fastkern import _linalg, _mixed
-
-        n = 8000 if solver == "ridge-cholesky" else 12000
-        Xr = rng.normal(size=(n, 5))
-        call = lambda: fastkern.KernelRidge(  # noqa: E731
-            kernel="rbf", solver=solver.split("-")[1]).fit(Xr, Xr[:, 0])
-        before = (_linalg if solver == "ridge-cholesky" else _mixed, "interruptible")
     elif solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
         before = (cca, "center_gram")
