@@ -104,11 +104,56 @@ def _blas_controller():
     return _controller
 
 
+# interruptible's workers still inside a LAPACK call, and the BLAS limits
+# whose restoring waits for them.  OpenBLAS's thread count must not change
+# while one of its calls runs (a count changed under a running potrf left
+# its thread server unable to shut down: the process hung at exit), so a
+# limit that ends while an interrupted call still runs is restored later,
+# by the next blas_limit, once the call is over.
+_workers = set()
+_deferred = []
+_workers_lock = threading.Lock()
+
+
+def _wait_for_workers():
+    """Wait, Ctrl-C-ably, for interrupted LAPACK calls still running; then
+    restore the limits that ended while they ran."""
+    me = threading.current_thread()
+    while True:
+        with _workers_lock:
+            worker = next((w for w in _workers if w is not me), None)
+            if worker is None:
+                deferred = _deferred[::-1]
+                _deferred.clear()
+                break
+        worker.join(0.05)
+    for limiter in deferred:
+        limiter.restore_original_limits()
+
+
+class _BlasLimit:
+    def __init__(self, n_threads):
+        self.n_threads = n_threads
+
+    def __enter__(self):
+        _wait_for_workers()
+        self._limiter = _blas_controller().limit(limits=self.n_threads, user_api="blas")
+        return self._limiter
+
+    def __exit__(self, *exc):
+        with _workers_lock:
+            if _workers - {threading.current_thread()}:
+                _deferred.append(self._limiter)
+                return False
+        self._limiter.restore_original_limits()
+        return False
+
+
 def blas_limit(n_threads):
     """Context manager holding BLAS/LAPACK to n_threads (None: default_n_threads())."""
     if n_threads is None:
         n_threads = default_n_threads()
-    return _blas_controller().limit(limits=n_threads, user_api="blas")
+    return _BlasLimit(n_threads)
 
 
 def blas_threads(n_threads, n_rows):
@@ -169,9 +214,22 @@ def interruptible(fn, *args, **kwargs):
             box["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = exc
+        finally:
+            with _workers_lock:
+                _workers.discard(worker)
 
     worker = threading.Thread(target=work, name="fastkern-lapack", daemon=True)
-    worker.start()
+    with _workers_lock:
+        _workers.add(worker)
+    try:
+        worker.start()
+    except BaseException:
+        # Ctrl-C inside start(): the thread may or may not run; a thread
+        # that never ran must not be waited for.
+        if not worker.is_alive() and worker.ident is None:
+            with _workers_lock:
+                _workers.discard(worker)
+        raise
     while worker.is_alive():
         worker.join(0.05)
     if "error" in box:

@@ -236,11 +236,65 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
 
 
-def _join_lapack_workers():
-    """Wait for the LAPACK calls an interrupt left running in the background."""
+def test_interrupted_cholesky_leaves_blas_usable_and_exits(tmp_path):
+    """After Ctrl-C in KernelRidge's Cholesky, the process fits again and exits.
+
+    The interrupted potrf runs on in the background; OpenBLAS's thread count
+    changed under it (the fit's BLAS limit ending) left its thread server
+    hanging at exit in about one run of three."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "ridge.py"
+    script.write_text(
+        "import os, signal, threading, numpy as np, fastkern\n"
+        "from fastkern import _linalg\n"
+        "real = _linalg.interruptible\n"
+        "def spy(*a, **k):\n"
+        "    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "    return real(*a, **k)\n"
+        "_linalg.interruptible = spy\n"
+        "X = np.random.default_rng(0).normal(size=(8000, 5))\n"
+        "try:\n"
+        "    fastkern.KernelRidge(kernel='rbf', solver='cholesky').fit(X, X[:, 0])\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "_linalg.interruptible = real\n"
+        "m = fastkern.KernelRidge(kernel='rbf', alpha=0.1).fit(X[:600], X[:600, 0])\n"
+        "print('refit', round(m.score(X[:600], X[:600, 0]), 3) > 0.9, flush=True)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out.split() == ["interrupted", "refit", "True"]
+
+
+def _join_lapack_workers(timeout=600):
+    """Wait for the LAPACK calls an interrupt left running in the background.
+
+    A signal that lands while ``interruptible`` starts its worker interrupts
+    Thread.start() before the thread says it has started: the thread is
+    listed but join() refuses it for a moment, so that case is retried.
+    """
+    deadline = time.monotonic() + timeout
     for t in threading.enumerate():
-        if t.name.startswith("fastkern-lapack"):
-            t.join(timeout=600)
+        if not t.name.startswith("fastkern-lapack"):
+            continue
+        while True:
+            try:
+                t.join(timeout=max(deadline - time.monotonic(), 0))
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        assert not t.is_alive(), "a LAPACK worker still runs after the deadline"
 
 
 def test_subsequence_kernel_stops_on_ctrl_c():
@@ -314,7 +368,7 @@ def _interrupt_inside(fn, monkeypatch, module, name, delay=0.3):
 
 
 @pytest.mark.parametrize("solver", ["kcca-dense", "kpca-dense", "ridge-cv", "kfda-dense",
-                                    "ksir-dense"])
+                                    "ksir-dense", "ridge-cholesky", "ridge-mixed"])
 def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     # LAPACK's eigh of a 2500 x 2500 Gram takes seconds and cannot be
     # interrupted: it runs without the GIL in a worker thread that the main
@@ -334,6 +388,16 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
         else:
             call = lambda: fastkern.KernelSIR(kernel="rbf").fit(Xl, Xl[:, 0])  # noqa: E731
             before = (sir, "center_gram")
+    elif solver in ("ridge-cholesky", "ridge-mixed"):
+        # The Cholesky factorisation of the (shifted) Gram: seconds at these
+        # sizes (float64 at 8000, float32 at 12000), scipy's held the GIL.
+        from fastkern import _linalg, _mixed
+
+        n = 8000 if solver == "ridge-cholesky" else 12000
+        Xr = rng.normal(size=(n, 5))
+        call = lambda: fastkern.KernelRidge(  # noqa: E731
+            kernel="rbf", solver=solver.split("-")[1]).fit(Xr, Xr[:, 0])
+        before = (_linalg if solver == "ridge-cholesky" else _mixed, "interruptible")
     elif solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
         before = (cca, "center_gram")
@@ -344,14 +408,23 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
         call = lambda: fastkern.KernelPCA(2400, kernel="rbf",  # noqa: E731
                                           eigen_solver="dense").fit(X)
         before = (centering.KernelCenterer, "_fit_transform_checked")
+    from threadpoolctl import threadpool_info
+
+    def blas_counts():
+        return sorted((m["filepath"], m["num_threads"]) for m in threadpool_info()
+                      if m["user_api"] == "blas")
+
+    counts = blas_counts()
     delay = 0.3
     elapsed = _interrupt_inside(call, monkeypatch, *before, delay)
     _join_lapack_workers()
     assert elapsed is not None, "the fit finished before Ctrl-C: make the case larger"
     assert elapsed - delay < LATENCY
-    # The estimator still fits, and right, afterwards.
+    # The estimator still fits, and right, afterwards; and the BLAS thread
+    # counts the interrupted fit limited are the user's again.
     small = X[:60]
     kpca = fastkern.KernelPCA(3, kernel="rbf", gamma=0.2, eigen_solver="dense").fit(small)
+    assert blas_counts() == counts
     K = skp.rbf_kernel(small, gamma=0.2)
     H = np.eye(60) - 1 / 60
     np.testing.assert_allclose(kpca.eigenvalues_, np.linalg.eigvalsh(H @ K @ H)[::-1][:3],
