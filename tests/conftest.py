@@ -1,9 +1,42 @@
 """Suite-wide settings: Ctrl-C handling, thread counts for parallel runs (pytest -n),
 and the serial path."""
+import ast
+import functools
 import os
 import signal
+import sys
+import threading
 
 import pytest
+
+
+def _serialise_ast_parse():
+    """Make ast.parse safe to call from two threads at once on Python < 3.12.
+
+    CPython 3.11 keeps the AST constructor's recursion counter in state
+    shared by every thread: when a garbage collection inside one thread's
+    ast.parse lets another thread's ast.parse run, one of them raises
+    "SystemError: AST constructor recursion depth mismatch".  pytest parses
+    the test's source to report a failure (or an xfail), and Python 3.11's
+    traceback module parses a line to underline it, in whatever thread
+    formats a traceback (a Dask worker logging one, say): the SystemError
+    then ended a whole xdist worker (INTERNALERROR).  One lock around
+    ast.parse serialises them.
+    """
+    if sys.version_info >= (3, 12) or getattr(ast.parse, "_fastkern_serialised", False):
+        return
+    parse, lock = ast.parse, threading.RLock()
+
+    @functools.wraps(parse)
+    def serialised(*args, **kwargs):
+        with lock:
+            return parse(*args, **kwargs)
+
+    serialised._fastkern_serialised = True
+    ast.parse = serialised
+
+
+_serialise_ast_parse()
 
 
 def pytest_configure(config):

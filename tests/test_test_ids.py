@@ -33,3 +33,46 @@ def test_two_processes_collect_the_same_ids(tmp_path):
     differing = sorted(set(out[0]) ^ set(out[1]))
     assert not differing, differing[:20]
     assert out[0] == out[1]
+
+
+def test_ast_parse_from_many_threads_does_not_raise():
+    """The suite's ast.parse survives threads parsing at once (conftest's lock).
+
+    Without it, Python 3.11 raised "AST constructor recursion depth mismatch"
+    here within a few hundred parses: the garbage collector runs finalisers
+    (bytecode, so a thread switch) in the middle of a parse."""
+    import ast
+    import sys
+    import threading
+
+    source = "\n".join(f"def f{i}(x):\n    return [x + {i} for _ in range(3)]"
+                       for i in range(300))
+    errors = []
+
+    class Finaliser:
+        def __del__(self):
+            sum(range(100))
+
+    def work():
+        for _ in range(30):
+            for _ in range(50):
+                cycle = [Finaliser()]
+                cycle.append(cycle)  # freed by the collector, which runs __del__
+            try:
+                ast.parse(source)
+            except SystemError as exc:
+                errors.append(str(exc))
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
