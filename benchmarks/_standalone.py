@@ -281,9 +281,10 @@ def default_path(name, quick):
 
 
 def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
-    """Write the JSON document (see the module docstring); returns its path.
+    """Write the JSON document (see the module docstring) and say where.
 
-    argv: the script's arguments as main() got them (None: the command line's)."""
+    argv: the script's arguments as main() got them (None: the command line's).
+    Returns what the scripts' main() returns: {"results": results, "path": str}."""
     notes = list(notes)
     for row in results:
         failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
@@ -307,7 +308,8 @@ def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
     path = args.json if args.json is not None else default_path(name, args.quick)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-    return path
+    say(f"saved {path}")
+    return {"results": results, "path": str(path)}
 
 
 def _jsonable(obj):

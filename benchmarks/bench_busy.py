@@ -235,9 +235,7 @@ def main(argv=None):
                 "targets": {"default_over_one_max": TARGET_THREADS,
                             "peer_over_default_min": TARGET_SKLEARN},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_busy(benchmark, benchmark_only, tmp_path):

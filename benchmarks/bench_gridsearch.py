@@ -203,9 +203,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"grid_ratio_min": TARGET_GRID,
                                             "oversub_ratio_max": TARGET_OVERSUB},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, info=info)
 
 
 def test_gridsearch(benchmark, benchmark_only, tmp_path):

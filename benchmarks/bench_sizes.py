@@ -220,9 +220,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"ratio_min": TARGET, "ratio_floor": FLOOR,
                                             "auto_max": TARGET_AUTO},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_sizes(benchmark, benchmark_only, tmp_path):

@@ -150,9 +150,7 @@ def main(argv=None):
                 "gamma": GAMMA, "budget_s": budget, "large_n": bool(args.large_n),
                 "targets": {"threads": TARGET_THREADS, "speedup_min": TARGETS},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_threads(benchmark, benchmark_only, tmp_path):

@@ -168,9 +168,7 @@ def main(argv=None):
     S.say(f"{elapsed:.0f} s of measuring")
     settings = {"sizes": sizes, "d": D, "gamma": GAMMA, "n_components": N_COMPONENTS,
                 "alpha": ALPHA, "budget_s": budget, "limits": limits, "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info, n_features=D)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info, n_features=D)
 
 
 def test_time_vs_n(benchmark, benchmark_only, tmp_path):
