@@ -188,3 +188,13 @@ def _count_gram(Cx, Cy, out, n_threads):
             out[...] = res.T
     return out
 
+
+def _feature_gram(Cx, Cy, out, n_threads, normalize, kx=None, ky=None):
+    """out = the Gram of the count rows (_count_gram), normalised when normalize is
+    true by the self-similarities, the rows' sums of squares (keys kx, ky: see
+    _normalize)."""
+    _count_gram(Cx, Cy, out, n_threads)
+    if normalize:
+        dx = _row_sq_sums(Cx)
+        dy = dx if Cy is None else _row_sq_sums(Cy)
+        _normalize(out, dx, dy, kx, ky)

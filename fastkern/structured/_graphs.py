@@ -5,7 +5,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fastkern._validation import check_bool, check_int
-from fastkern.structured._base import StructuredKernel, _count_gram, _normalize, _row_sq_sums
+from fastkern.structured._base import StructuredKernel, _feature_gram
 
 
 class _Neighbours:
@@ -199,10 +199,5 @@ class WeisfeilerLehman(StructuredKernel):
         return (C, None) if Y is None else (C[:len(X)], C[len(X):])
 
     def _gram(self, X, Y, out, n_threads):
-        Cx, Cy = self._features(X, Y)
-        _count_gram(Cx, Cy, out, n_threads)
-        if self.normalize:
-            # Every graph has a node, so no self-similarity is 0 (no keys needed).
-            dx = _row_sq_sums(Cx)
-            dy = dx if Cy is None else _row_sq_sums(Cy)
-            _normalize(out, dx, dy, None, None)
+        # Every graph has a node, so no self-similarity is 0 (no keys needed).
+        _feature_gram(*self._features(X, Y), out, n_threads, self.normalize)

@@ -6,8 +6,8 @@ import scipy.sparse as sp
 
 from fastkern import _structured
 from fastkern._validation import check_bool, check_int, check_real
-from fastkern.structured._base import (_SUBSEQUENCE, _SUBSTRING, StructuredKernel, _count_gram,
-                                       _normalize, _row_sq_sums)
+from fastkern.structured._base import (_SUBSEQUENCE, _SUBSTRING, StructuredKernel, _feature_gram,
+                                       _normalize)
 
 
 class _StringKernel(StructuredKernel):
@@ -211,12 +211,8 @@ class Spectrum(_SubstringFamily):
         return (C, None) if Y is None else (C[:len(X)], C[len(X):])
 
     def _gram(self, X, Y, out, n_threads):
-        Cx, Cy = self._counts(X, Y)
-        _count_gram(Cx, Cy, out, n_threads)
-        if self.normalized:
-            dx = _row_sq_sums(Cx)
-            dy = dx if Cy is None else _row_sq_sums(Cy)
-            _normalize(out, dx, dy, X, X if Y is None else Y)
+        _feature_gram(*self._counts(X, Y), out, n_threads, self.normalized, X,
+                      X if Y is None else Y)
 
 
 def _kmer_matrix(codes, offsets, k):
