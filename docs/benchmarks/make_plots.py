@@ -128,11 +128,9 @@ def _series(best, threads, field):
 
 def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
     """Log-log plot of `field` against N, a panel per task, a line per implementation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = _pyplot()
 
     series = _series(best, threads, field)
     # Log axes: values of 0 (no measurable memory rise) cannot be drawn.
@@ -181,20 +179,16 @@ def thread_scaling(best):
     return out
 
 
-def plot_threads(scaling, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_threads(curves, path, title):
+    """Speed-up over 1 thread against threads: curves is [(label, [(threads, time)])],
+    each sorted by threads (without 1 thread: as if it scaled perfectly up to the first)."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     top = 1
-    for task in [t for t in TASK_TITLES if t in scaling]:
-        n, pts = scaling[task]
+    for label, pts in curves:
         ts, times = zip(*pts)
         base = dict(pts).get(1, times[0] * ts[0])
-        ax.plot(ts, [base / x for x in times], marker="o",
-                label=f"{TASK_TITLES[task]}, N={n:,}")
+        ax.plot(ts, [base / x for x in times], marker="o", label=label)
         top = max(top, max(ts))
     ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
     ax.set_xlabel("threads")
@@ -337,26 +331,10 @@ def section_threads(doc, out_dir, h):
             by[(row["task"], row["n"])].append((row["threads"], row["time_s"]))
     if not by:
         return ["No thread-scaling results are in the saved document.", ""]
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.2, 4.2))
-    top = 1
-    for (task, n), pts in sorted(by.items()):
-        pts.sort()
-        ts, times = zip(*pts)
-        base = dict(pts).get(1, times[0] * ts[0])
-        ax.plot(ts, [base / x for x in times], marker="o",
-                label=f"{SCRIPT_TASKS.get(task, task)}, N={n:,}")
-        top = max(top, max(ts))
-    ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
-    ax.set_xlabel("threads")
-    ax.set_ylabel("speed-up over 1 thread")
-    ax.set_title("fastkern: speed-up against threads")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     name = f"threads_scripts_{h}.png"
-    fig.savefig(out_dir / name, dpi=100)
-    plt.close(fig)
+    plot_threads([(f"{SCRIPT_TASKS.get(task, task)}, N={n:,}", sorted(pts))
+                  for (task, n), pts in sorted(by.items())],
+                 out_dir / name, "fastkern: speed-up against threads")
     lines = [f"``{doc['command']}``: each thread count with BLAS held to the same count; "
              "the speed-up is the 1-thread time over the T-thread time.", ""]
     lines += _figure(name, "speed-up against the number of threads")
@@ -593,7 +571,9 @@ def build(data_dir, out_dir):
         scaling = thread_scaling(best)
         if scaling:
             name = f"threads_{h}.png"
-            plot_threads(scaling, out_dir / name, "fastkern: speed-up against threads")
+            plot_threads([(f"{TASK_TITLES[t]}, N={scaling[t][0]:,}", scaling[t][1])
+                          for t in TASK_TITLES if t in scaling],
+                         out_dir / name, "fastkern: speed-up against threads")
             lines += _figure(name, "speed-up against the number of threads")
         else:
             lines += ["No thread-scaling results are saved for this machine (runs of "
