@@ -216,6 +216,16 @@ def errors_of(timings):
     return {k: v["error"] for k, v in timings.items() if v.get("error")} or None
 
 
+def begin():
+    """What every script does before measuring: describe the machine, then warm up.
+
+    Returns machine()'s description, for save."""
+    info = machine()
+    say(describe(info))
+    warm_up()
+    return info
+
+
 def warm_up():
     """Load what every first call would otherwise pay for: lazy imports, OpenMP and BLAS pools."""
     import sklearn.decomposition

@@ -198,9 +198,7 @@ def main(argv=None):
     budget = args.budget or (0.1 if args.quick else 2.0)
     rank = 50 if args.quick else RANK
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for condition in conditions:

@@ -153,9 +153,7 @@ def main(argv=None):
     child_budget = 0.2 if args.quick else 1.5
     repeats = 1 if args.quick else 2
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for kind in [t for t in tasks if t != "oversub"]:

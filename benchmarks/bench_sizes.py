@@ -160,9 +160,7 @@ def main(argv=None):
         p.error(f"--tasks: unknown {sorted(unknown)}")
     auto_dim = AUTO_DIM if AUTO_DIM in dims else dims[0]
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for n in sizes:

@@ -113,10 +113,8 @@ def main(argv=None):
     tasks = ["gram", "kpca"] + (["matfree"] if args.large_n or args.quick else [])
     budget = 0.3 if args.quick else 20.0
 
-    info = S.machine()
-    S.say(S.describe(info))
+    info = S.begin()
     S.say(f"thread counts: {counts}")
-    S.warm_up()
     start = time.monotonic()
     rows, notes = [], []
     available = S.memory_available()

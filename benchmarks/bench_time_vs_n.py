@@ -112,9 +112,7 @@ def main(argv=None):
               "ridge_max": ridge_max}
     budget = args.budget or (0.2 if args.quick else 2.0)
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for n in sizes:
