@@ -17,7 +17,6 @@ folder is sys.path[0]; under pytest, benchmarks/conftest.py puts it there.
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import re
@@ -28,6 +27,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+# fmt_time and fmt_ratio: the scripts' S.fmt_time, S.fmt_ratio.
+from fastkern.cli._table import fmt_ratio, fmt_time, text_table  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "docs" / "benchmarks" / "data"
@@ -214,6 +216,16 @@ def errors_of(timings):
     return {k: v["error"] for k, v in timings.items() if v.get("error")} or None
 
 
+def begin():
+    """What every script does before measuring: describe the machine, then warm up.
+
+    Returns machine()'s description, for save."""
+    info = machine()
+    say(describe(info))
+    warm_up()
+    return info
+
+
 def warm_up():
     """Load what every first call would otherwise pay for: lazy imports, OpenMP and BLAS pools."""
     import sklearn.decomposition
@@ -234,27 +246,9 @@ def warm_up():
 # ---------------------------------------------------------------- output
 
 
-def fmt_time(s):
-    if s is None or (isinstance(s, float) and math.isnan(s)):
-        return "-"
-    if s >= 1.0:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
-
-
-def fmt_ratio(r):
-    return "-" if r is None else f"{r:.2f}x"
-
-
 def table(rows, columns):
     """A plain-text table: columns is [(header, function of a row -> str)]."""
-    cells = [[h for h, _ in columns]] + [[f(row) for _, f in columns] for row in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table([h for h, _ in columns], [[f(row) for _, f in columns] for row in rows])
 
 
 def parser(name, description):
@@ -297,9 +291,10 @@ def default_path(name, quick):
 
 
 def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
-    """Write the JSON document (see the module docstring); returns its path.
+    """Write the JSON document (see the module docstring) and say where.
 
-    argv: the script's arguments as main() got them (None: the command line's)."""
+    argv: the script's arguments as main() got them (None: the command line's).
+    Returns what the scripts' main() returns: {"results": results, "path": str}."""
     notes = list(notes)
     for row in results:
         failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
@@ -323,7 +318,8 @@ def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
     path = args.json if args.json is not None else default_path(name, args.quick)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n", encoding="utf-8")
-    return path
+    say(f"saved {path}")
+    return {"results": results, "path": str(path)}
 
 
 def _jsonable(obj):

@@ -198,9 +198,7 @@ def main(argv=None):
     budget = args.budget or (0.1 if args.quick else 2.0)
     rank = 50 if args.quick else RANK
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for condition in conditions:
@@ -235,9 +233,7 @@ def main(argv=None):
                 "targets": {"default_over_one_max": TARGET_THREADS,
                             "peer_over_default_min": TARGET_SKLEARN},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_busy(benchmark, benchmark_only, tmp_path):

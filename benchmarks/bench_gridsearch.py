@@ -153,9 +153,7 @@ def main(argv=None):
     child_budget = 0.2 if args.quick else 1.5
     repeats = 1 if args.quick else 2
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for kind in [t for t in tasks if t != "oversub"]:
@@ -203,9 +201,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"grid_ratio_min": TARGET_GRID,
                                             "oversub_ratio_max": TARGET_OVERSUB},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, info=info)
 
 
 def test_gridsearch(benchmark, benchmark_only, tmp_path):

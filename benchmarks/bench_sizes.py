@@ -160,9 +160,7 @@ def main(argv=None):
         p.error(f"--tasks: unknown {sorted(unknown)}")
     auto_dim = AUTO_DIM if AUTO_DIM in dims else dims[0]
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for n in sizes:
@@ -220,9 +218,7 @@ def main(argv=None):
                 "tasks": tasks, "targets": {"ratio_min": TARGET, "ratio_floor": FLOOR,
                                             "auto_max": TARGET_AUTO},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_sizes(benchmark, benchmark_only, tmp_path):

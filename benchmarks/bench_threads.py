@@ -113,10 +113,8 @@ def main(argv=None):
     tasks = ["gram", "kpca"] + (["matfree"] if args.large_n or args.quick else [])
     budget = 0.3 if args.quick else 20.0
 
-    info = S.machine()
-    S.say(S.describe(info))
+    info = S.begin()
     S.say(f"thread counts: {counts}")
-    S.warm_up()
     start = time.monotonic()
     rows, notes = [], []
     available = S.memory_available()
@@ -150,9 +148,7 @@ def main(argv=None):
                 "gamma": GAMMA, "budget_s": budget, "large_n": bool(args.large_n),
                 "targets": {"threads": TARGET_THREADS, "speedup_min": TARGETS},
                 "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info)
 
 
 def test_threads(benchmark, benchmark_only, tmp_path):

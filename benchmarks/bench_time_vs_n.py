@@ -112,9 +112,7 @@ def main(argv=None):
               "ridge_max": ridge_max}
     budget = args.budget or (0.2 if args.quick else 2.0)
 
-    info = S.machine()
-    S.say(S.describe(info))
-    S.warm_up()
+    info = S.begin()
     start = time.monotonic()
     rows = []
     for n in sizes:
@@ -168,9 +166,7 @@ def main(argv=None):
     S.say(f"{elapsed:.0f} s of measuring")
     settings = {"sizes": sizes, "d": D, "gamma": GAMMA, "n_components": N_COMPONENTS,
                 "alpha": ALPHA, "budget_s": budget, "limits": limits, "elapsed_s": elapsed}
-    path = S.save(NAME, args, argv, settings, rows, notes=notes, info=info, n_features=D)
-    S.say(f"saved {path}")
-    return {"results": rows, "path": str(path)}
+    return S.save(NAME, args, argv, settings, rows, notes=notes, info=info, n_features=D)
 
 
 def test_time_vs_n(benchmark, benchmark_only, tmp_path):

@@ -276,6 +276,24 @@ def test_bench_full_needs_a_source_checkout(tmp_path, monkeypatch):
     assert "all the installed package has" in help_text and "--full" in help_text
 
 
+def test_text_table_aligns_columns_and_marks_missing_values():
+    from fastkern.cli._table import fmt_bytes, fmt_ratio, fmt_time, text_table
+
+    assert [fmt_time(t) for t in (2.5, 0.0123, 4.2e-5, None, float("nan"))] == \
+        ["2.50 s", "12.3 ms", "42 us", "-", "-"]
+    assert fmt_time(4.2e-5, micro="µs") == "42 µs"
+    assert [fmt_bytes(b) for b in (3 << 30, 3 << 20, 2048)] == ["3.00 GiB", "3.0 MiB", "2 KiB"]
+    assert (fmt_ratio(None), fmt_ratio(12.345), fmt_ratio(12.345, ".3g")) == \
+        ("-", "12.35x", "12.3x")
+    text = text_table(("task", "N", "time"), [("gram", 10, "1 s"), None, ("KernelPCA", 1000, "-")],
+                      align="<>>")
+    assert text.splitlines() == ["task          N  time",
+                                 "---------  ----  ----",
+                                 "gram         10   1 s",
+                                 "",
+                                 "KernelPCA  1000     -"]
+
+
 # ---------------------------------------------------------------- help
 
 

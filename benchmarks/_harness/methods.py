@@ -15,8 +15,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from fastkern.cli._table import fmt_time
+
 from _harness.measuring import side_by_side
-from _harness.report import fmt_time
 
 
 class Case(NamedTuple):

@@ -3,6 +3,8 @@ import json
 import math
 import sys
 
+from fastkern.cli._table import fmt_bytes, fmt_ratio, fmt_time, text_table
+
 from _harness.measuring import memory_method
 from _harness.peers import MATVEC_COLUMNS, PEERS
 from _harness.tasks import (IMPLS, N_COMPONENTS, N_FEATURES, RIDGE_ALPHA, TASK_TITLES,
@@ -20,27 +22,28 @@ PEERS_NOTE = (
 
 def format_peers(rows, skipped):
     """The peers' table: time, and how many times faster fastkern is on the same task and N."""
-    header = (f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} "
-              f"{'fastkern faster':>16} {'peak mem':>10}")
-    lines = [header, "-" * len(header)]
     order = PEERS + ("fastkern",)
+    cells = []
     for task in ("gram", "matvec"):
         sel = sorted((r for r in rows if r["task"] == task),
                      key=lambda r: (r["n"], order.index(r["impl"])))
-        for r in sel:
-            sp = r.get("fastkern_speedup")
-            sp = "" if sp is None or r["impl"] == "fastkern" else f"{sp:.3g}x"
-            lines.append(f"{TASK_TITLES[task]:<12} {r['n']:>6}  {r['impl']:<14} "
-                         f"{fmt_time(r['time_s']):>10} {sp:>16} "
-                         f"{fmt_bytes(r['peak_bytes']):>10}")
-        if sel:
-            lines.append("")
+        cells += [_row(r, None if r["impl"] == "fastkern" else r.get("fastkern_speedup"))
+                  for r in sel] + ([None] if sel else [])
+    lines = [_table("fastkern faster", cells)]
     if not rows:
         lines.append("(no peer installed)")
-    for name in PEERS:
-        if name in skipped:
-            lines.append(f"skipped {name}: {skipped[name]}")
-    return "\n".join(lines).rstrip("\n")
+    lines += [f"skipped {name}: {skipped[name]}" for name in PEERS if name in skipped]
+    return "\n".join(lines)
+
+
+def _row(r, speedup):
+    return (TASK_TITLES[r["task"]], r["n"], r["impl"], fmt_time(r["time_s"]),
+            "" if speedup is None else fmt_ratio(speedup, ".3g"), fmt_bytes(r["peak_bytes"]))
+
+
+def _table(speedup_title, cells):
+    return text_table(("task", "N", "implementation", "time", speedup_title, "peak mem"),
+                      cells, align="<><>>>")
 
 
 def machine_info(n_threads=None):
@@ -79,38 +82,14 @@ MEMORY_NOTE = {
 }
 
 
-def fmt_time(s):
-    if s >= 1.0:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
-
-
-def fmt_bytes(b):
-    if b >= 1 << 30:
-        return f"{b / (1 << 30):.2f} GiB"
-    if b >= 1 << 20:
-        return f"{b / (1 << 20):.1f} MiB"
-    return f"{b / 1024:.0f} KiB"
-
-
 def format_table(results):
     """A plain-text table: one block per task, one row per (size, implementation)."""
-    header = (f"{'task':<12} {'N':>6}  {'implementation':<14} {'time':>10} "
-              f"{'vs sklearn':>11} {'peak mem':>10}")
-    lines = [header, "-" * len(header)]
+    cells = []
     for task in TASKS:
-        rows = [r for r in results if r["task"] == task]
-        rows.sort(key=lambda r: (r["n"], IMPLS.index(r["impl"])))
-        for r in rows:
-            sp = r.get("speedup_vs_sklearn")
-            sp = "" if sp is None else f"{sp:.3g}x"
-            lines.append(f"{TASK_TITLES[task]:<12} {r['n']:>6}  {r['impl']:<14} "
-                         f"{fmt_time(r['time_s']):>10} {sp:>11} {fmt_bytes(r['peak_bytes']):>10}")
-        if rows:
-            lines.append("")
-    return "\n".join(lines).rstrip("\n")
+        rows = sorted((r for r in results if r["task"] == task),
+                      key=lambda r: (r["n"], IMPLS.index(r["impl"])))
+        cells += [_row(r, r.get("speedup_vs_sklearn")) for r in rows] + ([None] if rows else [])
+    return _table("vs sklearn", cells)
 
 
 def write_json(path, results, info, sizes, peers=None):

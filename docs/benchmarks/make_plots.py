@@ -1,7 +1,8 @@
 """Draw the benchmarks page's plots and tables from the saved results.
 
 Run by docs/conf.py at every build (no benchmark is run then), or by hand:
-``python docs/benchmarks/make_plots.py [DATA_DIR [OUT_DIR]]``.
+``python docs/benchmarks/make_plots.py [DATA_DIR [OUT_DIR]]`` (with fastkern
+importable: the cells' units are fastkern.cli._table's).
 
 Input: every ``*.json`` file in DATA_DIR, each the output of ``fastkern bench
 --json FILE`` (see docs/benchmarks.rst, "Format of the saved results"), with
@@ -17,6 +18,8 @@ import math
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from fastkern.cli._table import fmt_bytes, fmt_ratio, fmt_time
 
 TASK_TITLES = {"gram": "RBF Gram", "center": "centering", "kpca": "KernelPCA",
                "ridge": "KernelRidge", "matvec": "K @ V"}
@@ -125,11 +128,9 @@ def _series(best, threads, field):
 
 def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
     """Log-log plot of `field` against N, a panel per task, a line per implementation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import matplotlib.ticker
+
+    plt = _pyplot()
 
     series = _series(best, threads, field)
     # Log axes: values of 0 (no measurable memory rise) cannot be drawn.
@@ -178,20 +179,16 @@ def thread_scaling(best):
     return out
 
 
-def plot_threads(scaling, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_threads(curves, path, title):
+    """Speed-up over 1 thread against threads: curves is [(label, [(threads, time)])],
+    each sorted by threads (without 1 thread: as if it scaled perfectly up to the first)."""
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     top = 1
-    for task in [t for t in TASK_TITLES if t in scaling]:
-        n, pts = scaling[task]
+    for label, pts in curves:
         ts, times = zip(*pts)
         base = dict(pts).get(1, times[0] * ts[0])
-        ax.plot(ts, [base / x for x in times], marker="o",
-                label=f"{TASK_TITLES[task]}, N={n:,}")
+        ax.plot(ts, [base / x for x in times], marker="o", label=label)
         top = max(top, max(ts))
     ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
     ax.set_xlabel("threads")
@@ -204,22 +201,6 @@ def plot_threads(scaling, path, title):
     plt.close(fig)
 
 
-def fmt_time(s):
-    if s >= 1.0:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} µs"
-
-
-def fmt_bytes(b):
-    if b >= 1 << 30:
-        return f"{b / (1 << 30):.2f} GiB"
-    if b >= 1 << 20:
-        return f"{b / (1 << 20):.0f} MiB"
-    return f"{b / 1024:.0f} KiB"
-
-
 def table(best, threads):
     """An RST list-table: fastkern against scikit-learn, time and peak memory."""
     rows = []
@@ -229,19 +210,12 @@ def table(best, threads):
             sk = best.get((task, "sklearn", n, threads))
             if fk is None or sk is None:
                 continue
-            rows.append((TASK_TITLES[task], f"{n:,}", fmt_time(sk["time_s"]),
-                         fmt_time(fk["time_s"]), f"{sk['time_s'] / fk['time_s']:.1f}x",
+            rows.append((TASK_TITLES[task], f"{n:,}", _time(sk["time_s"]),
+                         _time(fk["time_s"]), fmt_ratio(sk["time_s"] / fk["time_s"], ".1f"),
                          fmt_bytes(sk.get("peak_bytes") or 0),
                          fmt_bytes(fk.get("peak_bytes") or 0)))
-    if not rows:
-        return []
-    head = ("task", "N", "scikit-learn", "fastkern", "speed-up", "scikit-learn memory",
-            "fastkern memory")
-    lines = [".. list-table::", "   :header-rows: 1", ""]
-    for row in (head,) + tuple(rows):
-        lines.append("   * - " + row[0])
-        lines += [f"     - {cell}" for cell in row[1:]]
-    return lines + [""]
+    return _list_table(("task", "N", "scikit-learn", "fastkern", "speed-up",
+                        "scikit-learn memory", "fastkern memory"), rows)
 
 
 def _figure(name, alt):
@@ -317,13 +291,9 @@ def _notes(doc):
     return [f"* {n}" for n in doc.get("notes", [])] + ([""] if doc.get("notes") else [])
 
 
-def _ratio(r):
-    return "-" if r is None else f"{r:.2f}x"
-
-
 def _time(s):
     """A time, or "-" for a call that failed (time None)."""
-    return "-" if s is None else fmt_time(s)
+    return fmt_time(s, micro="µs")
 
 
 def section_time_vs_n(doc, out_dir, h):
@@ -348,7 +318,7 @@ def section_time_vs_n(doc, out_dir, h):
             fk, sk = best.get((task, "fastkern", n, None)), best.get((task, "sklearn", n, None))
             rows.append((SCRIPT_TASKS[task], f"{n:,}", _time(sk["time_s"]) if sk else "-",
                          _time(fk["time_s"]) if fk else "-", fk["solver"] if fk else "-",
-                         _ratio(sk["time_s"] / fk["time_s"]) if fk and sk else "-"))
+                         fmt_ratio(sk["time_s"] / fk["time_s"]) if fk and sk else "-"))
     lines += _list_table(("task", "N", "scikit-learn", "fastkern", "fastkern's solver",
                           "speed-up"), rows)
     return lines + _notes(doc)
@@ -361,31 +331,15 @@ def section_threads(doc, out_dir, h):
             by[(row["task"], row["n"])].append((row["threads"], row["time_s"]))
     if not by:
         return ["No thread-scaling results are in the saved document.", ""]
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.2, 4.2))
-    top = 1
-    for (task, n), pts in sorted(by.items()):
-        pts.sort()
-        ts, times = zip(*pts)
-        base = dict(pts).get(1, times[0] * ts[0])
-        ax.plot(ts, [base / x for x in times], marker="o",
-                label=f"{SCRIPT_TASKS.get(task, task)}, N={n:,}")
-        top = max(top, max(ts))
-    ax.plot([1, top], [1, top], color="grey", linestyle="--", linewidth=1, label="ideal")
-    ax.set_xlabel("threads")
-    ax.set_ylabel("speed-up over 1 thread")
-    ax.set_title("fastkern: speed-up against threads")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     name = f"threads_scripts_{h}.png"
-    fig.savefig(out_dir / name, dpi=100)
-    plt.close(fig)
+    plot_threads([(f"{SCRIPT_TASKS.get(task, task)}, N={n:,}", sorted(pts))
+                  for (task, n), pts in sorted(by.items())],
+                 out_dir / name, "fastkern: speed-up against threads")
     lines = [f"``{doc['command']}``: each thread count with BLAS held to the same count; "
              "the speed-up is the 1-thread time over the T-thread time.", ""]
     lines += _figure(name, "speed-up against the number of threads")
     rows = [(SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", r["threads"],
-             _time(r["time_s"]), _ratio(r["speedup"])) for r in doc["results"]]
+             _time(r["time_s"]), fmt_ratio(r["speedup"])) for r in doc["results"]]
     lines += _list_table(("task", "N", "threads", "time", "speed-up"), rows)
     return lines + _notes(doc)
 
@@ -451,8 +405,8 @@ def section_sizes(doc, out_dir, h):
             lo = min(cell, key=lambda r: r["ratio"])
             hi = max(cell, key=lambda r: r["ratio"])
             table_rows.append((SCRIPT_TASKS[task], f"{n:,}",
-                               f"{_ratio(lo['ratio'])} (d={lo['d']}, {lo['spectrum']})",
-                               f"{_ratio(hi['ratio'])} (d={hi['d']}, {hi['spectrum']})"
+                               f"{fmt_ratio(lo['ratio'])} (d={lo['d']}, {lo['spectrum']})",
+                               f"{fmt_ratio(hi['ratio'])} (d={hi['d']}, {hi['spectrum']})"
                                + (f"; {failed} failed" if failed else "")))
     lines += _list_table(("task", "N", "lowest ratio", "highest ratio"), table_rows)
     return lines + _notes(doc)
@@ -511,7 +465,7 @@ def section_busy(doc, out_dir, h):
     table_rows = [(r["condition"], SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}",
                    _time(r["default_s"]), _time(r["one_thread_s"]), r["peer"] or "-",
                    _time(r["peer_s"]),
-                   _ratio(r["default_over_one"]), _ratio(r["peer_over_default"]))
+                   fmt_ratio(r["default_over_one"]), fmt_ratio(r["peer_over_default"]))
                   for r in rows]
     lines += _list_table(("machine", "task", "N", "default threads", "n_threads=1", "peer",
                           "peer time", "default / one", "peer / default"), table_rows)
@@ -551,11 +505,11 @@ def section_gridsearch(doc, out_dir, h):
                            "OMP_NUM_THREADS")
     lines += _list_table(("estimator", "N", "scikit-learn", "fastkern", "speed-up"), [
         (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["sklearn_s"]),
-         _time(r["fastkern_s"]), _ratio(r["ratio"])) for r in grid])
+         _time(r["fastkern_s"]), fmt_ratio(r["ratio"])) for r in grid])
     lines += _list_table(("task", "N", "default", "OMP_NUM_THREADS", "oversubscribed",
                           "ratio"), [
         (SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", _time(r["default_s"]),
-         r["omp_num_threads"], _time(r["oversubscribed_s"]), _ratio(r["ratio"]))
+         r["omp_num_threads"], _time(r["oversubscribed_s"]), fmt_ratio(r["ratio"]))
         for r in over])
     return lines + _notes(doc)
 
@@ -617,7 +571,9 @@ def build(data_dir, out_dir):
         scaling = thread_scaling(best)
         if scaling:
             name = f"threads_{h}.png"
-            plot_threads(scaling, out_dir / name, "fastkern: speed-up against threads")
+            plot_threads([(f"{TASK_TITLES[t]}, N={scaling[t][0]:,}", scaling[t][1])
+                          for t in TASK_TITLES if t in scaling],
+                         out_dir / name, "fastkern: speed-up against threads")
             lines += _figure(name, "speed-up against the number of threads")
         else:
             lines += ["No thread-scaling results are saved for this machine (runs of "

@@ -349,3 +349,43 @@ def gamma_text(gamma, given):
         return "the kernel's default gamma"
     source = f" ({given})" if isinstance(given, str) else ""
     return f"gamma {gamma:.4g}{source}"
+
+
+def write_csv(csv_out, header, values, labels=None):
+    """Write the rows of values under header, as CSV: to --out's temporary file, or to
+    stdout when there is no --out.
+
+    Each value is written as repr(float): it reads back as the same float64.  labels,
+    when given, is a last column (one label a row).
+    """
+    import csv
+
+    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
+    try:
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(header)
+        for i, row in enumerate(values):
+            w.writerow([repr(float(v)) for v in row] + ([] if labels is None else [labels[i]]))
+    finally:
+        if csv_out is not None:
+            out.close()
+
+
+def summary_lines(first, table, out, shape):
+    """A command's summary: its first line, the note on the input's first row, and the
+    file written to --out (out: its path, None for stdout) with its shape (rows, columns)."""
+    lines = [first]
+    note = table.first_row_note()
+    if note is not None:
+        lines.append(note)
+    if out is not None:
+        lines.append(f"wrote {out} ({shape[0]} rows x {shape[1]} columns)")
+    return lines
+
+
+def print_summary(lines, out):
+    """Print the summary where it cannot mix with the CSV: on stderr when the CSV went to
+    stdout (out None), else on stdout."""
+    log = sys.stderr if out is None else sys.stdout
+    for line in lines:
+        print(line, file=log)

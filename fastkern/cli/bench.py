@@ -15,6 +15,7 @@ import numpy as np
 
 from fastkern.cli import _common
 from fastkern.cli._common import PLOT_EXTRA, CLIError, Outputs
+from fastkern.cli._table import fmt_ratio, fmt_time, text_table
 
 TASKS = ("RBF Gram", "centering", "KernelPCA", "KernelRidge")
 SIZES = [1000, 4000]
@@ -147,23 +148,13 @@ def compare(sizes, rounds, n_threads, progress=None):
     return rows
 
 
-def _fmt_time(s):
-    if s >= 1.0:
-        return f"{s:.2f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} us"
-
-
 def format_rows(rows):
-    header = (f"{'task':<12} {'N':>6}  {'scikit-learn':>12} {'fastkern':>10} "
-              f"{'speed-up':>9} {'max |diff|':>11}")
-    lines = [header, "-" * len(header)]
-    for r in rows:
-        lines.append(f"{r['task']:<12} {r['n']:>6}  {_fmt_time(r['sklearn_s']):>12} "
-                     f"{_fmt_time(r['fastkern_s']):>10} {r['speedup']:>8.3g}x "
-                     f"{r['max_abs_difference']:>11.2e}")
-    return "\n".join(lines)
+    """The comparison's table: one line per (task, size)."""
+    return text_table(
+        ("task", "N", "scikit-learn", "fastkern", "speed-up", "max |diff|"),
+        [(r["task"], r["n"], fmt_time(r["sklearn_s"]), fmt_time(r["fastkern_s"]),
+          fmt_ratio(r["speedup"], ".3g"), f"{r['max_abs_difference']:.2e}") for r in rows],
+        align="<>>>>>")
 
 
 def _harness():

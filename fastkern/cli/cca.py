@@ -1,6 +1,5 @@
 """``fastkern cca``: kernel canonical correlation of two sets of columns of a CSV file."""
 import argparse
-import csv
 import sys
 import time
 import warnings
@@ -99,9 +98,7 @@ def run(args):
         with blas_limit(args.threads):
             lines = _cca(args, views, csv_out, say)
         outputs.commit()
-    log = sys.stderr if args.out is None else sys.stdout
-    for line in lines:
-        print(line, file=log)
+    _common.print_summary(lines, args.out)
     return 0
 
 
@@ -141,26 +138,16 @@ def _cca(args, views, csv_out, say):
         A, B = model.fit(X, Y).transform(X, Y)
     say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {model.solver_})")
     k = args.components
-    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
-    try:
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow([f"x_variate{j + 1}" for j in range(k)]
-                   + [f"y_variate{j + 1}" for j in range(k)])
-        for i in range(n):
-            w.writerow([repr(float(v)) for v in A[i]] + [repr(float(v)) for v in B[i]])
-    finally:
-        if csv_out is not None:
-            out.close()
+    _common.write_csv(csv_out, [f"x_variate{j + 1}" for j in range(k)]
+                      + [f"y_variate{j + 1}" for j in range(k)],
+                      ([*a, *b] for a, b in zip(A, B)))
     scaling = ("columns standardised (--no-scale to turn off)" if args.scale
                else "columns not scaled (--no-scale)")
-    lines = [f"kernel CCA ({kernels}, regularization {args.regularization:.4g}, solver "
-             f"{model.solver_}) of {n} samples, X: {','.join(x_names)}, Y: {','.join(y_names)}, "
-             f"{scaling}: canonical correlations {fmt_vals(model.canonical_correlations_)}"]
-    note = table.first_row_note()
-    if note is not None:
-        lines.append(note)
+    lines = _common.summary_lines(
+        f"kernel CCA ({kernels}, regularization {args.regularization:.4g}, solver "
+        f"{model.solver_}) of {n} samples, X: {','.join(x_names)}, Y: {','.join(y_names)}, "
+        f"{scaling}: canonical correlations {fmt_vals(model.canonical_correlations_)}",
+        table, args.out, (n, 2 * k))
     for warning in caught:
         print(f"fastkern cca: warning: {warning.message}", file=sys.stderr)
-    if csv_out is not None:
-        lines.append(f"wrote {args.out} ({n} rows x {2 * k} columns)")
     return lines

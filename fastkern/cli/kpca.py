@@ -1,7 +1,6 @@
 """``fastkern kpca``: kernel PCA of the numeric columns of a CSV file."""
 import argparse
 import contextlib
-import csv
 import os
 import sys
 import time
@@ -154,9 +153,7 @@ def run(args):
             if bar is not None:
                 bar.close()
         outputs.commit()
-    log = sys.stderr if args.out is None else sys.stdout
-    for line in lines:
-        print(line, file=log)
+    _common.print_summary(lines, args.out)
     return 0
 
 
@@ -273,18 +270,14 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
         scaling = f"columns standardised (mean 0, variance 1{constants}; --no-scale to turn off)"
     else:
         scaling = "columns not scaled (--no-scale)"
-    lines = [f"kernel PCA ({kernel}, solver {solver}, seed {args.seed}) of {n} samples x {d} "
-             f"features ({','.join(names)}), {scaling}: eigenvalues "
-             f"{fmt_vals(np.asarray(kpca.eigenvalues_))}"]
-    note = table.first_row_note()
-    if note is not None:
-        lines.append(note)
+    lines = _common.summary_lines(
+        f"kernel PCA ({kernel}, solver {solver}, seed {args.seed}) of {n} samples x {d} "
+        f"features ({','.join(names)}), {scaling}: eigenvalues "
+        f"{fmt_vals(np.asarray(kpca.eigenvalues_))}",
+        table, args.out, (n, Z.shape[1] + (labels is not None)))
     warning = degenerate_warning(Z, args.scale, args.kernel)
     if warning is not None:
         print(f"fastkern kpca: {warning}", file=sys.stderr)
-    if csv_out is not None:
-        lines.append(f"wrote {args.out} ({n} rows x {Z.shape[1] + (labels is not None)} "
-                     "columns)")
     if plot_out is not None:
         _plot(args, kpca, X, Z, labels, plot_out)
         lines.append(f"wrote {args.plot}")
@@ -295,18 +288,7 @@ def _write_projection(Z, labels, args, csv_out):
     header = [f"PC{k + 1}" for k in range(Z.shape[1])]
     if labels is not None:
         header.append(args.label_name)
-    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
-    try:
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(header)
-        for i in range(Z.shape[0]):
-            row = [repr(float(v)) for v in Z[i]]
-            if labels is not None:
-                row.append(labels[i])
-            w.writerow(row)
-    finally:
-        if csv_out is not None:
-            out.close()
+    _common.write_csv(csv_out, header, Z, labels)
 
 
 def _plot(args, kpca, X, Z, labels, plot_out):
