@@ -266,17 +266,46 @@ def test_memory_layouts():
         np.testing.assert_allclose(Z, ref, atol=1e-12)
 
 
-@pytest.mark.parametrize("n, k, solver", [
-    (150, 3, "dense"), (237, 3, "arpack"), (1999, 9, "arpack"), (2000, 9, "block_krylov"),
-    (2000, 3, "block_krylov"), (1000, 20, "arpack"), (1000, 21, "dense"), (237, 100, "dense"),
-    (2000, None, "dense"),
-])
-def test_auto_solver_choice(n, k, solver):
-    X = np.random.default_rng(n).standard_normal((n, 2))
-    est = KernelPCA(n_components=k, kernel="rbf")
-    assert est._choose_solver(X, n if k is None else k, "auto") == solver
-    if n < 1000:
-        assert est.fit(X)._fit_solver == solver
+# What "auto" chose before its solvers became objects (fastkern._kpca_solvers),
+# checked through the fit: the thresholds at 200/201, 1999/2000, k < 10 and
+# k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
+# float32), and the inputs that never go matrix-free (precomputed, sparse,
+# cosine).  n=2000 fits only where they are cheap (few components).
+_B400, _B500_32 = 400 * 400 * 8, 500 * 500 * 4
+_AUTO_CASES = [
+    (150, 3, {}, "dense"), (200, 3, {}, "dense"), (201, 3, {}, "arpack"),
+    (237, 3, {}, "arpack"), (237, 9, {}, "arpack"), (237, 10, {}, "dense"),
+    (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
+    (1000, 21, {}, "dense"), (1999, 9, {}, "arpack"), (2000, 9, {}, "block_krylov"),
+    (2000, 3, {}, "block_krylov"), (2000, 40, {}, "arpack"),
+    (400, 3, dict(memory_budget=_B400), "arpack"),
+    (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
+    (400, 50, dict(memory_budget=_B400 - 1), "matrix-free"),
+    (500, 3, dict(memory_budget=_B500_32, dtype="float32"), "arpack"),
+    (500, 3, dict(memory_budget=_B500_32 - 1, dtype="float32"), "matrix-free"),
+    (300, 3, dict(memory_budget=1000, kernel="precomputed"), "arpack"),
+    (300, 3, dict(memory_budget=1000, sparse=True), "arpack"),
+    (150, 3, dict(memory_budget=1000, sparse=True), "dense"),
+    (300, 3, dict(memory_budget=1000, kernel="cosine"), "arpack"),
+    (150, 20, dict(memory_budget=1000, kernel="cosine"), "dense"),
+]
+
+
+@pytest.mark.parametrize("n, k, case, solver", _AUTO_CASES,
+                         ids=[f"{n}-{k}-{'-'.join(map(str, c.values()))}-{s}"
+                              for n, k, c, s in _AUTO_CASES])
+def test_auto_solver_choice(n, k, case, solver):
+    case = dict(case)
+    dtype, to_sparse = case.pop("dtype", "float64"), case.pop("sparse", False)
+    kernel = case.pop("kernel", "rbf")
+    X = np.random.default_rng(n).standard_normal((n, 2)).astype(dtype)
+    if kernel == "precomputed":
+        X = fastkern.rbf_kernel(X, gamma=0.5)
+    elif to_sparse:
+        X = sp.csr_matrix(X)
+    est = KernelPCA(n_components=k, kernel=kernel, random_state=0, **case).fit(X)
+    assert est._fit_solver == solver
+    assert est.eigenvectors_.shape[0] == n
 
 
 def test_auto_block_krylov_is_as_accurate_as_arpack():
