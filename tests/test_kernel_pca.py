@@ -16,8 +16,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
-from fastkern import decomposition, kernels
-from fastkern.decomposition import _KRYLOV_MAX_BLOCKS, KernelPCA, krylov_block_size
+from fastkern import _kpca_solvers, kernels
+from fastkern._kpca_solvers import _KRYLOV_MAX_BLOCKS, krylov_block_size
+from fastkern.decomposition import KernelPCA
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((237, 7))
@@ -126,7 +127,7 @@ def block_products(monkeypatch):
     """Number of matmat calls (block products, each reading K once) of every block_eigsh
     run; ``.widths`` holds their block widths, one list per run."""
     counts = _Counts()
-    real = decomposition.block_eigsh
+    real = _kpca_solvers.block_eigsh
 
     def counting(matmat, *args, **kwargs):
         calls = []
@@ -136,7 +137,7 @@ def block_products(monkeypatch):
             counts.append(len(calls))
             counts.widths.append(calls)
 
-    monkeypatch.setattr(decomposition, "block_eigsh", counting)
+    monkeypatch.setattr(_kpca_solvers, "block_eigsh", counting)
     return counts
 
 
@@ -369,19 +370,18 @@ def fake_large_n(monkeypatch):
     """Records which fits and transforms KernelPCA hands to its large-N solvers."""
     calls = []
 
-    def fit(est, X, solver, products=None):
+    def fit(solver, est, X, k, products=None):
         calls.append(("fit", X.shape))
         est.eigenvalues_ = np.ones(2)
         est.eigenvectors_ = np.zeros((X.shape[0], 2))
         est.X_fit_ = X
-        est._fit_solver = solver
 
-    def transform(est, X, client=None):
+    def transform(solver, est, X, client=None):
         calls.append(("transform", X.shape))
         return np.zeros((X.shape[0], 2))
 
-    monkeypatch.setattr(KernelPCA, "_fit_large_n", fit)
-    monkeypatch.setattr(KernelPCA, "_transform_large_n", transform)
+    monkeypatch.setattr(_kpca_solvers._LargeN, "fit", fit)
+    monkeypatch.setattr(_kpca_solvers._LargeN, "transform", transform)
     return calls
 
 
