@@ -7,6 +7,9 @@ scikit-learn needs up to three.  The "dense", "arpack" and "randomized"
 solvers read it double-centred in place (``KernelCenterer``); "block_krylov"
 reads it uncentred and centres each block product implicitly
 (``fastkern.centering.CentredGram``), which saves both passes over K.
+Each ``eigen_solver`` is an object of ``fastkern._kpca_solvers`` (its table
+``SOLVERS``); this module validates, picks the solver and stores its
+eigenpairs.
 """
 
 import sys
@@ -376,7 +379,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                  f"{cluster_solvers()}, got {self.eigen_solver!r}")
             if self._precomputed:
                 raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
-            solver = SOLVERS["matrix-free"]
+            solver = SOLVERS["matrix-free" if name == "auto" else name]
             solver.fit_on_cluster(self, X, self._client, self._timeout)
             self._fit_solver = solver.name
             return None

@@ -1086,3 +1086,44 @@ def test_incomplete_cholesky_is_relative_to_the_centred_problem(gamma):
     np.testing.assert_allclose(np.abs(ichol.transform(X_TEST[:, :3])),
                                np.abs(dense.transform(X_TEST[:, :3])),
                                rtol=1e-3, atol=1e-3 * np.sqrt(dense.eigenvalues_[0]))
+
+
+# -- the solver table ----------------------------------------------------------------------------
+
+def test_solver_names_come_from_one_table():
+    from pathlib import Path
+
+    from fastkern.cli import kpca as kpca_command
+
+    names = set(_kpca_solvers.SOLVERS)
+    assert set(_kpca_solvers.EIGEN_SOLVERS) == names | {"auto"}
+    (options,) = KernelPCA._parameter_constraints["eigen_solver"]
+    assert options.options == names | {"auto"} | set(_kpca_solvers.DEPRECATED_SOLVERS)
+    assert kpca_command.solvers()[0] == "auto"
+    assert set(kpca_command.solvers()) == names | {"auto"}
+    # The documentation lists every solver.
+    doc = KernelPCA.__doc__
+    listed = doc[doc.index("eigen_solver : str"):doc.index("tol : float")]
+    docs = Path(__file__).resolve().parents[1] / "docs" / "user_guide"
+    for text in (listed, (docs / "kernel_pca.rst").read_text(encoding="utf-8")):
+        assert all(f'"{name}"' in text for name in names), text
+    cli_page = (docs / "cli.rst").read_text(encoding="utf-8")
+    assert all(name in cli_page for name in names)
+
+
+@pytest.mark.parametrize("name", list(_kpca_solvers.SOLVERS))
+def test_every_solver_of_the_table_fits_and_transforms(name):
+    # Each solver, at settings where it is exact, gives the dense solver's
+    # eigenvalues and a transform of the training set equal to its embedding.
+    X = X_TRAIN[:120]
+    extra = dict(n_landmarks=X.shape[0]) if name == "nystrom" else {}
+    if name == "incomplete_cholesky":
+        extra = dict(tol=1e-14)
+    est = KernelPCA(3, kernel="rbf", gamma=0.1, eigen_solver=name, random_state=0, **extra)
+    Z = est.fit_transform(X)
+    ref = SkKernelPCA(3, kernel="rbf", gamma=0.1, eigen_solver="dense").fit(X)
+    assert est._fit_solver == name
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-6)
+    np.testing.assert_allclose(est.transform(X), Z, atol=1e-6 * np.abs(Z).max())
+    _assert_same_embedding_up_to_sign(est.transform(X_TEST), ref.transform(X_TEST), 1e-5)
+    assert est.__sklearn_tags__().input_tags.sparse == _kpca_solvers.SOLVERS[name].sparse
