@@ -368,11 +368,17 @@ def cluster(client=None, *, timeout=DEFAULT_TIMEOUT):
 
     Examples
     --------
-    >>> from distributed import Client                          # doctest: +SKIP
-    >>> client = Client(n_workers=2)                            # doctest: +SKIP
-    >>> kpca = fastkern.KernelPCA(5, kernel="rbf", eigen_solver="matrix-free")  # doctest: +SKIP
-    >>> with fastkern.cluster(client, timeout=120):             # doctest: +SKIP
-    ...     Z = kpca.fit_transform(X)
+    >>> import numpy as np
+    >>> from distributed import Client, LocalCluster
+    >>> import fastkern
+    >>> X = np.random.default_rng(0).normal(size=(500, 4))
+    >>> kpca = fastkern.KernelPCA(3, kernel="rbf", eigen_solver="matrix-free")
+    >>> with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+    ...                   dashboard_address=None) as lc, Client(lc) as client:
+    ...     with fastkern.cluster(client, timeout=120):
+    ...         Z = kpca.fit_transform(X)
+    >>> Z.shape
+    (500, 3)
     """
     settings = connect(client, timeout)
     token = _CLUSTER.set(settings)
