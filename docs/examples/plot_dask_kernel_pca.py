@@ -27,7 +27,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import make_moons
 
-from fastkern import KernelPCA, cluster
+import fastkern
+from fastkern import KernelPCA
 
 X, y = make_moons(n_samples=3000, noise=0.05, random_state=0)
 
@@ -56,7 +57,7 @@ except ImportError:
 if Client is not None:
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        with cluster(client, timeout=120):
+        with fastkern.cluster(client, timeout=120):
             kpca_dask = make_kpca().fit(X)
         Z_dask = kpca_dask.transform(X)  # on the cluster of the fit
     print("largest difference between the in-process and the Dask embedding:",
