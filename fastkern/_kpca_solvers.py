@@ -363,9 +363,9 @@ class _LargeN(Solver):
 
     def check(self, est, X):
         if sparse.issparse(X):
+            takes_sparse = _names(n for n, s in SOLVERS.items() if s.sparse)
             raise TypeError(f"eigen_solver={self.name!r} does not support sparse input: X "
-                            f"must be dense (the {_names(n for n, s in SOLVERS.items() if s.sparse)}"
-                            " solvers take sparse X)")
+                            f"must be dense (the {takes_sparse} solvers take sparse X)")
         if est.kernel == "cosine":
             raise ValueError(f"kernel='cosine' is not available with eigen_solver="
                              f"{self.name!r}; use kernel='linear' on rows scaled to unit "
