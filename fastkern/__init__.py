@@ -10,6 +10,7 @@ from fastkern import _threads  # noqa: F401  isort: skip
 # and a command line started by `fastkern ...` can answer Ctrl-C from its first
 # line (PEP 562).
 _PUBLIC = {
+    "cluster": "_dask",
     "config_info": "_config",
     "show_config": "_config",
     "estimate_gamma": "_gamma",

@@ -6,9 +6,9 @@ distributed).  Nothing here is imported unless it is used.
 How it runs
 -----------
 ``KernelPCA(eigen_solver="matrix-free", ...).fit(X)`` goes to the cluster
-when X is a ``dask.array`` (on the default client) or a ``distributed.Client``
-is given (``fit(X, client=client)``); without either it runs in-process with
-OpenMP.  Each pass over the kernel matrix (one per product of the
+when X is a ``dask.array`` (on the default client) or the fit runs inside
+``with fastkern.cluster(client):`` (:func:`cluster`); without either it runs
+in-process with OpenMP.  Each pass over the kernel matrix (one per product of the
 eigensolver; the first also gives the row means) scatters X and the current block V
 to the cluster and submits one task per row block of X, which computes
 K(X_block, X) @ V with the same Cython tile loop as the in-process solver;
@@ -52,10 +52,13 @@ Using an existing cluster
     from distributed import Client
     client = Client("tcp://scheduler-host:8786")
     kpca = KernelPCA(n_components=5, eigen_solver="matrix-free")
-    kpca.fit(X, client=client, timeout=600)   # or pass a dask array as X
+    with fastkern.cluster(client, timeout=600):
+        kpca.fit(X)                           # or pass a dask array as X
 """
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import functools
 import os
 import time
@@ -99,7 +102,7 @@ def _get_client(client):
             return distributed.default_client()
         except ValueError:
             raise ValueError("a dask array X needs a distributed.Client: create one "
-                             "(distributed.Client(...)) or pass client=") from None
+                             "(distributed.Client(...)) or give it to fastkern.cluster") from None
     if not isinstance(client, distributed.Client):
         raise TypeError(f"client must be a distributed.Client, got {type(client).__name__}")
     return client
@@ -313,6 +316,81 @@ def connect(client, timeout):
     client = _get_client(client)
     _check_open(client)
     return client, timeout
+
+
+# The (client, timeout) of the innermost fastkern.cluster block: a context
+# variable, so that each thread and asyncio task has its own, as scikit-learn's
+# config_context and joblib's parallel_backend.
+_CLUSTER = contextvars.ContextVar("fastkern.cluster", default=(None, DEFAULT_TIMEOUT))
+
+
+@contextlib.contextmanager
+def cluster(client=None, *, timeout=DEFAULT_TIMEOUT):
+    """Run KernelPCA's matrix-free kernel passes on a Dask cluster inside a ``with`` block.
+
+    Within the block, ``KernelPCA.fit`` and ``fit_transform`` (eigen_solver
+    "matrix-free" or "auto", not kernel="precomputed": another solver raises
+    a ValueError) run each pass over the kernel matrix as tasks on the
+    cluster, and the fitted estimator's ``transform`` keeps using it, with
+    this timeout, after the block ends.  As scikit-learn's ``config_context``
+    and joblib's ``parallel_backend("dask")``, the setting is kept out of the
+    estimator's parameters (a client is not a parameter that ``clone`` can
+    copy) and out of ``fit``'s arguments (which are data).  It holds for the
+    thread (or asyncio task) that entered the block; blocks nest, the
+    innermost one counting.
+
+    Parameters
+    ----------
+    client : distributed.Client, default=None
+        The cluster; None: distributed's default client (the last one
+        created), as ``parallel_backend("dask")``.
+    timeout : float, default=600.0
+        Seconds (> 0) that bound each pass over the cluster, retries after
+        a lost worker included, and the loading of a dask X: a lost cluster
+        raises TimeoutError instead of hanging.
+
+    Yields
+    ------
+    client : distributed.Client
+        The client the block runs on.
+
+    Raises
+    ------
+    ImportError
+        Without the optional packages dask and distributed.
+    TypeError
+        If client is not a ``distributed.Client``.
+    ValueError
+        If timeout is not a number > 0, or client is None and there is no
+        default client.
+    RuntimeError
+        If the client is closed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from distributed import Client, LocalCluster
+    >>> import fastkern
+    >>> X = np.random.default_rng(0).normal(size=(500, 4))
+    >>> kpca = fastkern.KernelPCA(3, kernel="rbf", eigen_solver="matrix-free")
+    >>> with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+    ...                   dashboard_address=None) as lc, Client(lc) as client:
+    ...     with fastkern.cluster(client, timeout=120):
+    ...         Z = kpca.fit_transform(X)
+    >>> Z.shape
+    (500, 3)
+    """
+    settings = connect(client, timeout)
+    token = _CLUSTER.set(settings)
+    try:
+        yield settings[0]
+    finally:
+        _CLUSTER.reset(token)
+
+
+def active_cluster():
+    """(client, timeout) of the innermost :func:`cluster` block; (None, 600.0) outside."""
+    return _CLUSTER.get()
 
 
 def fit_products(X, bounds, spec, *, client, timeout=DEFAULT_TIMEOUT):

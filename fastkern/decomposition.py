@@ -7,6 +7,9 @@ scikit-learn needs up to three.  The "dense", "arpack" and "randomized"
 solvers read it double-centred in place (``KernelCenterer``); "block_krylov"
 reads it uncentred and centres each block product implicitly
 (``fastkern.centering.CentredGram``), which saves both passes over K.
+Each ``eigen_solver`` is an object of ``fastkern._kpca_solvers`` (its table
+``SOLVERS``); this module validates, picks the solver and stores its
+eigenpairs.
 """
 
 import sys
@@ -14,76 +17,24 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg, sparse
-from scipy.sparse.linalg import eigsh
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                           _fit_context)
 from sklearn.exceptions import NotFittedError
 from sklearn.preprocessing import normalize
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
-from fastkern._eigen import (block_eigsh, column_signs, krylov_basis, randomized_eigsh,
-                             top_eigh)
-from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_precomputed,
+from fastkern import _dask
+from fastkern._eigen import column_signs
+from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed,
                                   kernel_constraints, kernel_gram, resolve_gamma,
                                   structured_kernel, validate_input)
+from fastkern._kpca_solvers import (DEPRECATED_SOLVERS, EIGEN_SOLVERS, SOLVERS, choose,
+                                    cluster_solvers)
 from fastkern._threads import limits_blas
-from fastkern._validation import (_all_finite, check_n_threads, check_real, is_dask_array,
-                                  memory_budget_bytes, parse_memory_budget)
-from fastkern._linalg import solve_shifted_in_place
-from fastkern._progress import report_iteration, report_stage
-from fastkern.centering import CentredGram, KernelCenterer
+from fastkern._validation import check_real, is_dask_array, memory_budget_bytes
 
 __all__ = ["KernelPCA"]
-
-EIGEN_SOLVERS = ("auto", "dense", "block_krylov", "arpack", "randomized", "matrix-free",
-                 "nystrom", "incomplete_cholesky")
-# Old solver names, still accepted with a FutureWarning until fastkern 0.3.
-DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
-LARGE_N_SOLVERS = ("matrix-free", "nystrom")
-_BOUNDED_KERNELS = ("rbf", "laplacian", "sigmoid", "cosine")
-
-
-def krylov_block_size(k):
-    """Columns per block product of the "block_krylov" solver: k + 3, at least 8,
-    rounded up to a multiple of 4.
-
-    fastkern's own product (``_centering.gram_matmat``) pads a block to a
-    multiple of 4 columns and costs about as much for 8 columns as for 4 (K
-    is read once either way), so the block is as wide as that allows.  With
-    the basis of ``_KRYLOV_MAX_BLOCKS`` blocks, measured at N=8000, RBF, d=16,
-    2 cores (fit_transform, best of 3): for 5 components, 8 columns took
-    0.279 s against 12's 0.334 s at gamma=1/16, 0.542 s against 0.700 s at
-    gamma=1/2 and 0.203 s against 0.231 s at gamma=1/160; for 2 components,
-    8 columns beat 4 and 12; for 20, 24 beat 28 and 32.
-    """
-    return -(-max(8, k + 3) // 4) * 4
-
-
-# Blocks in the "block_krylov" basis before a thick restart.  The basis of an
-# explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
-# their products are 4% of K), and a restart discards Krylov information, so
-# a long basis saves products (docs/developer/performance_history.rst).
-_KRYLOV_MAX_BLOCKS = 20
-
-# "auto" picks an iterative solver above this many samples (the dense LAPACK
-# reduction costs O(n^3) whatever k), as scikit-learn.
-_ITERATIVE_MIN_SAMPLES = 200
-# ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples.  At N=1000 (2 threads, benchmarks/bench_sizes.py) it ranged
-# from 3x faster than ARPACK (a near-diagonal Gram) to 1.9x slower (flat
-# spectra), so ARPACK, never slower than scikit-learn's, stays below 2000.
-_KRYLOV_MIN_SAMPLES = 2000
-# Convergence target of "block_krylov" when "auto" picks it with tol=0: the
-# eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
-# 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
-# The residuals fall ~30x per product here, so the last product often
-# overshoots: at N=8000 (gamma 1/16, 1/2, 1/160) 2e-13 took as many products
-# as 1e-12 (13, 24 and 8 of 8 columns).
-_AUTO_KRYLOV_TOL = 2e-13
 
 
 def _caller_level():
@@ -362,27 +313,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return validate_input(self, X, accept_sparse=["csr", "csc"],
                               dtype=[np.float64, np.float32], reset=reset)
 
-    def _choose_solver(self, X, k, solver):
-        if solver != "auto":
-            return solver
-        n = X.shape[0]
-        if (not self._precomputed and not sparse.issparse(X) and X.ndim == 2
-                and self.kernel != "cosine"
-                and n * n * X.dtype.itemsize > memory_budget_bytes(self.memory_budget)):
-            return "matrix-free"
-        if n > _ITERATIVE_MIN_SAMPLES and k < 10:
-            return "block_krylov" if n >= _KRYLOV_MIN_SAMPLES else "arpack"
-        if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
-            return "arpack"
-        return "dense"
-
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
-    def fit(self, X, y=None, *, client=None, timeout=600.0):
+    def fit(self, X, y=None, *, client="deprecated", timeout="deprecated"):
         """Fit the model from X (n_samples, n_features), or a precomputed kernel (n, n).
 
-        A ``dask.array`` X, or a ``distributed.Client`` given as ``client``, runs
-        the matrix-free solver's kernel passes on that Dask cluster
+        A ``dask.array`` X, or a fit inside ``with fastkern.cluster(client):``,
+        runs the matrix-free solver's kernel passes on that Dask cluster
         (``fastkern._dask``); ``transform`` then uses the same client and
         timeout.
 
@@ -396,13 +333,13 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             cluster (eigen_solver "matrix-free" or "auto").
         y : None
             Ignored.
-        client : distributed.Client, default=None
-            Run the matrix-free solver's kernel passes on this Dask cluster
-            (eigen_solver "matrix-free" or "auto", not kernel="precomputed").
-        timeout : float, default=600.0
-            Seconds (> 0) that bound each pass over the cluster, retries after
-            a lost worker included, and the loading of a dask X: a lost
-            cluster raises TimeoutError instead of hanging.
+        client : distributed.Client
+            Deprecated (a FutureWarning; removed in fastkern 0.3): use
+            ``with fastkern.cluster(client, timeout=...): kpca.fit(X)``.  Given,
+            it takes the place of the enclosing ``cluster`` block's client.
+        timeout : float
+            Deprecated with ``client``: the ``timeout`` of
+            :func:`fastkern.cluster`.
 
         Returns
         -------
@@ -412,29 +349,39 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._fit(X, client, timeout)
         return self
 
-    def _fit(self, X, client=None, timeout=600.0):
+    def _cluster_settings(self, client, timeout):
+        """The client (None: in-process) and timeout of this fit: fit's deprecated
+        arguments where given, else those of the enclosing fastkern.cluster block."""
+        given = [name for name, value in (("client", client), ("timeout", timeout))
+                 if not (isinstance(value, str) and value == "deprecated")]
+        if given:
+            warnings.warn(f"fit's {' and '.join(given)} parameter"
+                          f"{'s are' if len(given) > 1 else ' is'} deprecated and will be "
+                          "removed in fastkern 0.3; use `with fastkern.cluster(client, "
+                          "timeout=...): kpca.fit(X)` instead", FutureWarning,
+                          stacklevel=_caller_level())
+        active_client, active_timeout = _dask.active_cluster()
+        client = active_client if "client" not in given else client
+        timeout = active_timeout if "timeout" not in given else timeout
+        return client, check_real(timeout, "timeout", low=0, low_inclusive=False)
+
+    def _fit(self, X, client, timeout):
         if self.fit_inverse_transform and self._precomputed:
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
-        solver = self._solver_name()
+        name = self._solver_name()
         memory_budget_bytes(self.memory_budget)
-        self._client = client
-        self._timeout = check_real(timeout, "timeout", low=0, low_inclusive=False)
-        if client is not None or is_dask_array(X):
+        self._client, self._timeout = self._cluster_settings(client, timeout)
+        if self._client is not None or is_dask_array(X):
             # sklearn's validation would load a dask array into memory; the
             # Dask backend validates it block by block instead.
-            if solver not in ("auto", "matrix-free"):
-                raise ValueError("a dask array or a Dask client needs eigen_solver='matrix-free' "
-                                 f"(or 'auto'), got {self.eigen_solver!r}")
+            if not (name == "auto" or SOLVERS[name].cluster):
+                raise ValueError(f"a dask array or a Dask client needs eigen_solver="
+                                 f"{cluster_solvers()}, got {self.eigen_solver!r}")
             if self._precomputed:
                 raise ValueError("kernel='precomputed' cannot run on a Dask cluster")
-            from fastkern import _dask
-
-            client, self._timeout = _dask.connect(client, self._timeout)
-            self._client = client
-            X, bounds = _dask.materialize(X, client=client, timeout=self._timeout)
-            self.n_features_in_ = X.shape[1]
-            self._fit_large_n(X, "matrix-free", lambda spec: _dask.fit_products(
-                X, bounds, spec, client=client, timeout=self._timeout))
+            solver = SOLVERS["matrix-free" if name == "auto" else name]
+            solver.fit_on_cluster(self, X, self._client, self._timeout)
+            self._fit_solver = solver.name
             return None
         X = self._validate(X, reset=True)
         n = X.shape[0]
@@ -442,111 +389,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
         # As scikit-learn: None is every component (the non-positive ones are
-        # dropped below), a larger request is clamped to n_samples.
+        # dropped by _store_eigenpairs), a larger request is clamped to n_samples.
         k = n if self.n_components is None else min(n, self.n_components)
-        solver = self._choose_solver(X, k, solver)
+        solver = choose(self, X, k) if name == "auto" else SOLVERS[name]
         self.ichol_pivots_ = None
-        if solver in LARGE_N_SOLVERS:
-            if sparse.issparse(X):
-                raise TypeError(f"eigen_solver={solver!r} does not support sparse input: X "
-                                "must be dense (the dense, arpack, randomized and "
-                                "block_krylov solvers take sparse X)")
-            if self.kernel == "cosine":
-                raise ValueError(f"kernel='cosine' is not available with eigen_solver="
-                                 f"{solver!r}; use kernel='linear' on rows scaled to unit "
-                                 "norm (sklearn.preprocessing.normalize)")
-            self._fit_large_n(X, solver)
-            return None
-        gamma = resolve_gamma(self.gamma, X, self.kernel)
-        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
-        if solver == "incomplete_cholesky":
-            return self._fit_ichol(X, k)
-        if self.fit_inverse_transform and sparse.issparse(X):
-            raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
-
-        # The eigensolver's basis before the Gram: see krylov_basis.
-        basis = (krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
-                 if solver == "block_krylov" else None)
-        report_stage("kernel matrix")
-        # The block Krylov solver's product can read the upper triangle
-        # alone, packed (fastkern.pairwise.PackedUpperGram): the tiles below
-        # the diagonal are never computed, each product reads half of K, and
-        # K takes half the memory and half the page faults.
-        K = (self._kernel_spec(X, gamma=self.gamma_).upper_gram(X)
-             if solver == "block_krylov" and not self._precomputed else None)
-        if K is None:
-            K = self._full_gram(X)
-        # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
-        # X: only the other kernels can overflow, so only they pay a pass over K.
-        if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
-            raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
-                             "kernel? check gamma)")
-        # K was built here, C-contiguous and finite, so it is not scanned
-        # again.  The block Krylov solver centres implicitly in its products
-        # (fastkern.centering.CentredGram): no update pass over K.  The other
-        # solvers read K itself: one pass for the means, one for the update.
-        self._centerer = KernelCenterer(n_threads=self.n_threads)
-        report_stage(f"eigensolver ({solver})")
-        if solver == "block_krylov":
-            # A Gram computed here is symmetric (the tiles are mirrored, or
-            # equal to rounding): its means come from the first block product,
-            # with no pass of their own.  A precomputed kernel may not be, and
-            # float32 products would sum it in float32: one read pass.
-            if self._precomputed or K.dtype != np.float64:
-                row_means = self._centerer._fit_means_checked(K)
-                op = CentredGram(K, row_means, self._centerer.K_fit_rows_,
-                                 self._centerer.K_fit_all_)
-            else:
-                op = CentredGram(K, symmetric=True, n_threads=self.n_threads)
-            eigenvalues, eigenvectors = self._block_krylov(op, k, basis)
-            self._centerer._set_means(op.col_means, op.grand_mean)
-            del op
-        else:
-            self._centerer._fit_transform_checked(K)
-
-            def rebuild():
-                # The dense solver's fallback needs the centred Gram again
-                # (see _eigen): the same means, so the centerer is refitted as is.
-                return self._centerer._fit_transform_checked(self._full_gram(X))
-
-            eigenvalues, eigenvectors = self._eigen(K, solver, k, rebuild)
-
-        self._store_eigenpairs(eigenvalues, eigenvectors, K.dtype)
-        self._fit_solver = solver
-
-        X_transformed = None
-        if self.fit_inverse_transform:
-            X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-            # The Gram buffer is dead after the eigensolver: the pre-image
-            # kernel is computed into it (or, for a packed K, after it is
-            # freed), so only one N x N array is ever live.
-            if isinstance(K, np.ndarray):
-                Kt = self._kernel(X_transformed, gamma=self.gamma_, out=K)
-                del K
-            else:
-                del K
-                Kt = self._kernel(X_transformed, gamma=self.gamma_)
-            self.dual_coef_ = solve_shifted_in_place(Kt, X.astype(Kt.dtype, copy=False),
-                                                     float(self.alpha))
-            self.X_transformed_fit_ = X_transformed
-        else:
-            del K
-        if self._precomputed:
-            self.X_fit_ = X
-        else:
-            self.X_fit_ = X.copy() if self.copy_X else X
+        solver.check(self, X)
+        if not solver.large_n:
+            gamma = resolve_gamma(self.gamma, X, self.kernel)
+            self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+        X_transformed = solver.fit(self, X, k)
+        self._fit_solver = solver.name
         return X_transformed
-
-    def _full_gram(self, X):
-        """The training Gram, writeable, C-contiguous, in the Gram dtype: a copy of a
-        precomputed kernel, into a buffer the solvers may destroy."""
-        if self._precomputed:
-            return X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C",
-                                                                             copy=True)
-        K = self._kernel(X, gamma=self.gamma_)
-        if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
-            K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
-        return K
 
     def _kernel_spec(self, X=None, gamma=None):
         """The estimator's kernel as one KernelSpec (gamma: the fitted one, else resolved on X)."""
@@ -577,221 +430,15 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=dtype)
         return order, signs
 
-    def _fit_large_n(self, X, solver, products=None):
-        """eigen_solver="matrix-free" or "nystrom" (fastkern.large_n): the Gram is never stored.
-
-        products(spec) gives the matmat(V) = K @ V of another backend (Dask);
-        None computes them here.
-        """
-        from fastkern import large_n
-
-        n = X.shape[0]
-        if n < 2:
-            raise ValueError(f"X must have at least 2 samples for eigen_solver={solver!r}, "
-                             f"got n_samples={n}")
-        if self.n_components is None:
-            raise ValueError(f"eigen_solver={solver!r} needs n_components to be set "
-                             "(it computes only the leading components)")
-        X = np.ascontiguousarray(X)
-        spec = self._kernel_spec(X)
-        self.gamma_ = spec.gamma(X.shape[1])
-        budget = parse_memory_budget(self.memory_budget)
-        if solver == "nystrom":
-            if self._precomputed:
-                raise ValueError("eigen_solver='nystrom' needs the samples, not "
-                                 "kernel='precomputed'")
-            m = self.n_landmarks if self.n_landmarks is not None else min(n, 1000)
-            if m > n:
-                raise ValueError(f"n_landmarks={m} must be in [1, n_samples={n}]")
-            k = self._large_n_components(n, m, solver)
-            fit = large_n.nystroem_eigenpairs(X, spec, k, m, random_state=self.random_state,
-                                              memory_budget=budget, verbose=self.verbose)
-            order, signs = self._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
-            self._nystroem_basis = np.ascontiguousarray(fit.basis[:, order] * signs)
-            self._nystroem_map, self._nystroem_mean = fit.feature_map, fit.mean
-        else:
-            if self._precomputed and X.shape[1] != n:
-                raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
-                                 f"got shape {X.shape}")
-            k = self._large_n_components(n, n - 1, solver)
-            matmat = (large_n.in_process_products(X, spec, memory_budget=budget)
-                      if products is None else products(spec))
-            fit = large_n.matrix_free_eigenpairs(n, k, matmat, tol=self.tol,
-                                                 max_iter=self.max_iter,
-                                                 random_state=self.random_state,
-                                                 verbose=self.verbose)
-            self._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
-            self._fit_row_means, self._fit_grand_mean = fit.row_means, fit.grand_mean
-        self.X_fit_ = np.array(X, copy=True) if self.copy_X else X
-        self.n_features_in_ = X.shape[1]
-        self._fit_solver = solver
-
-    def _large_n_components(self, n, upper, solver):
-        k = self.n_components
-        if not 1 <= k <= upper:
-            raise ValueError(f"n_components={k} must be in [1, {upper}] for "
-                             f"eigen_solver={solver!r} with {n} samples")
-        return int(k)
-
-    def _transform_large_n(self, X, client=None):
-        """Project X with the matrix-free or Nystroem fit (on the Dask cluster with a client)."""
-        from fastkern import large_n
-
-        bounds = None
-        if client is not None or is_dask_array(X):
-            from fastkern import _dask
-
-            client, timeout = _dask.connect(client, getattr(self, "_timeout", 600.0))
-            X, bounds = _dask.materialize(X, client=client, timeout=timeout)
-            if X.shape[1] != self.n_features_in_:
-                raise ValueError(f"X has {X.shape[1]} features, but KernelPCA is expecting "
-                                 f"{self.n_features_in_} features as input")
-        if sparse.issparse(X):
-            raise TypeError(f"eigen_solver={self._fit_solver!r} does not support sparse "
-                            "input: X must be dense")
-        X = np.ascontiguousarray(X, dtype=self.X_fit_.dtype)
-        if self._fit_solver == "nystrom":
-            phi = self._nystroem_map.transform(X).astype(np.float64, copy=False)
-            return ((phi - self._nystroem_mean) @ self._nystroem_basis).astype(X.dtype,
-                                                                               copy=False)
-        A = self._scaled_eigenvectors(np.float64)
-        # K_t 1 comes from the same pass as K_t A (centred_projection needs both).
-        A1 = np.hstack([A, np.ones((self.X_fit_.shape[0], 1))])
-        spec = self._kernel_spec(gamma=self.gamma_)
-        if client is not None:
-            KA1 = _dask.cross_product(self.X_fit_, spec, X, A1, bounds, client=client,
-                                      timeout=timeout)
-        else:
-            KA1 = large_n.transform_products(
-                self.X_fit_, spec, A1, X, memory_budget=parse_memory_budget(self.memory_budget))
-        return large_n.centred_projection(KA1, A, self._fit_row_means,
-                                          self._fit_grand_mean).astype(X.dtype, copy=False)
-
     def _ichol_kernel_args(self):
         kernel = "linear" if self.kernel == "cosine" else self.kernel
         return dict(kernel=kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
                     kernel_params=self.kernel_params)
 
-    def _fit_ichol(self, X, k):
-        """eigen_solver="incomplete_cholesky" (see the class docstring)."""
-        from fastkern.lowrank import incomplete_cholesky
-
-        if self._precomputed:
-            raise ValueError("eigen_solver='incomplete_cholesky' evaluates the kernel of X: "
-                             "it cannot use kernel='precomputed'")
-        if sparse.issparse(X):
-            raise TypeError("eigen_solver='incomplete_cholesky' needs a dense X, got a "
-                            "sparse matrix")
-        Xk = normalize(X) if self.kernel == "cosine" else X
-        # tol relative to the centred kernel, the matrix whose spectrum this is.
-        res = incomplete_cholesky(Xk, **self._ichol_kernel_args(), tol=self.tol or 1e-6,
-                                  max_rank=self.ichol_max_rank, n_threads=self.n_threads,
-                                  centered=True)
-        G = np.array(res.G, dtype=np.float64)
-        self._ichol_L = G[res.pivots]
-        self._ichol_mean = G.mean(axis=0)
-        G -= self._ichol_mean
-        r = G.shape[1]
-        lam, V = linalg.eigh(G.T @ G, check_finite=False) if r else (np.zeros(0),
-                                                                       np.zeros((0, 0)))
-        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
-        # Components beyond the rank reached: eigenvalue 0, no direction.
-        if lam.size < k:
-            lam = np.concatenate([lam, np.zeros(k - lam.size)])
-            V = np.hstack([V, np.zeros((r, k - V.shape[1]))])
-        lam = _check_psd_eigenvalues(lam, enable_warnings=False)
-        embedding = G @ V
-        del G
-        nonzero = lam > 0
-        U = np.zeros_like(embedding)
-        U[:, nonzero] = embedding[:, nonzero] / np.sqrt(lam[nonzero])
-        U, _ = svd_flip(u=U, v=None)
-        signs = np.where(np.sum(U * embedding, axis=0) < 0, -1.0, 1.0)
-        V *= signs
-        if self.remove_zero_eig or self.n_components is None:
-            U, V, lam = U[:, nonzero], V[:, nonzero], lam[nonzero]
-        self.eigenvalues_ = lam.astype(X.dtype)
-        self.eigenvectors_ = np.ascontiguousarray(U, dtype=X.dtype)
-        self._ichol_V = V
-        self.ichol_pivots_ = res.pivots
-        self._fit_solver = "incomplete_cholesky"
-        self.X_fit_ = X.copy() if self.copy_X else X
-        X_transformed = self.eigenvectors_ * np.sqrt(self.eigenvalues_)
-        if self.fit_inverse_transform:
-            # As the exact path, but the pre-image Gram is n x n here too.
-            Kt = self._kernel(X_transformed, gamma=self.gamma_)
-            self.dual_coef_ = solve_shifted_in_place(np.array(Kt, order="C"),
-                                                     X.astype(Kt.dtype, copy=False),
-                                                     float(self.alpha))
-            self.X_transformed_fit_ = X_transformed
-        return X_transformed
-
-    def _ichol_transform(self, X):
-        from fastkern.lowrank import pivot_features
-
-        args = self._ichol_kernel_args()
-        Xk, Xp = X, self.X_fit_[self.ichol_pivots_]
-        if self.kernel == "cosine":
-            Xk, Xp = normalize(X), normalize(Xp)
-        Kp = kernel_gram(Xk.astype(self.X_fit_.dtype, copy=False), Xp, **args,
-                         n_threads=self.n_threads)
-        g = pivot_features(Kp, self._ichol_L) - self._ichol_mean
-        return (g @ self._ichol_V).astype(self.eigenvectors_.dtype, copy=False)
-
-    def _eigen(self, K, solver, k, rebuild):
-        """Top-k eigenpairs of the Gram K, centred in place, by "dense", "arpack"
-        or "randomized" ("block_krylov" takes a CentredGram: _block_krylov).
-        rebuild() gives the centred K again, after "dense" destroyed it."""
-        n = K.shape[0]
-        if solver == "dense":
-            # K.T is K's F-ordered view, so LAPACK works in place; its upper
-            # triangle is K's lower one, the triangle scikit-learn's eigh reads
-            # (they differ for a non-symmetric precomputed kernel).
-            return top_eigh(K.T, k, lower=False, overwrite_a=True,
-                            rebuild=lambda: rebuild().T)
-        if solver == "arpack":
-            # k == n: scipy warns and falls back to eigh, as in scikit-learn.
-            v0 = check_random_state(self.random_state).uniform(-1, 1, n)
-            return eigsh(K, k, which="LA", tol=self.tol, maxiter=self.max_iter, v0=v0)
-        if solver == "randomized":
-            return randomized_eigsh(K, k, n_iter=self.iterated_power,
-                                    random_state=self.random_state)
-        raise ValueError(f"unknown exact eigen_solver {solver!r}")
-
-    def _block_krylov(self, op, k, basis=None):
-        K = op.K
-        n = K.shape[0]
-        tol = self.tol
-        if tol == 0:
-            tol = _AUTO_KRYLOV_TOL if self.eigen_solver == "auto" else 1e-10
-
-        def callback(iteration, residuals):
-            report_iteration(iteration, residuals.max(), tol)
-            if self.verbose:
-                print(f"[KernelPCA] block_krylov iteration {iteration}: "
-                      f"max residual {residuals.max():.3e}", flush=True)
-        # Rows of the uncentred K start the iteration (for a symmetric K, K
-        # applied to unit vectors, one step for free; they need no means, and
-        # converged in as many products as rows of Kc at N=8000).  As many
-        # rows as the first product takes for the cost of p columns (11, or
-        # 15 with AVX-512, instead of 8: see block_eigsh's v0).
-        p = krylov_block_size(k)
-        rng = check_random_state(self.random_state)
-        rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
-        v0 = K.columns(rows) if op.upper else K[rows].T
-        return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
-                           max_iter=self.max_iter, random_state=rng, callback=callback,
-                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
-                           n_threads=check_n_threads(self.n_threads), matmat_blas=op.uses_blas,
-                           basis=basis)
-
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
-    def fit_transform(self, X, y=None, *, client=None, timeout=600.0):
+    def fit_transform(self, X, y=None, *, client="deprecated", timeout="deprecated"):
         """Fit and return the training embedding sqrt(eigenvalues_) * eigenvectors_.
-
-        ``client`` and ``timeout`` (seconds per pass over a Dask cluster) are
-        those of :meth:`fit`.
 
         Parameters
         ----------
@@ -800,11 +447,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             :meth:`fit`).
         y : None
             Ignored.
-        client : distributed.Client, default=None
-            Dask cluster of the matrix-free solver's kernel passes (see
-            :meth:`fit`).
-        timeout : float, default=600.0
-            Seconds per pass over a Dask cluster (see :meth:`fit`).
+        client : distributed.Client
+            Deprecated, as in :meth:`fit`: use :func:`fastkern.cluster`.
+        timeout : float
+            Deprecated, as in :meth:`fit`: use :func:`fastkern.cluster`.
 
         Returns
         -------
@@ -834,30 +480,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             The projections.
         """
         check_is_fitted(self, "eigenvectors_")
+        solver = SOLVERS[self._fit_solver]
         client = getattr(self, "_client", None)
-        if self._fit_solver in LARGE_N_SOLVERS and (client is not None or is_dask_array(X)):
-            return self._transform_large_n(X, client)
-        X = self._validate(X, reset=False)
-        if self._fit_solver in LARGE_N_SOLVERS:
-            return self._transform_large_n(X)
-        if self._fit_solver == "incomplete_cholesky":
-            return self._ichol_transform(X)
-        if self._precomputed:
-            # validate_data checked X.shape[1] == n_samples of the fit.
-            K = X.toarray(order="C") if sparse.issparse(X) else X
-            K = np.array(K, dtype=self.eigenvectors_.dtype, order="C", copy=True)
-        else:
-            K = self._kernel(X.astype(self.X_fit_.dtype, copy=False), self.X_fit_,
-                             gamma=self.gamma_)
-        K = self._centerer.transform(K, copy=False)
-        return K @ self._scaled_eigenvectors(self.eigenvectors_.dtype)
-
-    def _scaled_eigenvectors(self, dtype):
-        """eigenvectors_ / sqrt(eigenvalues_), zero columns for zero eigenvalues (clipped >= 0)."""
-        scaled = np.zeros_like(self.eigenvectors_, dtype=dtype)
-        nonzero = np.flatnonzero(self.eigenvalues_)
-        scaled[:, nonzero] = self.eigenvectors_[:, nonzero] / np.sqrt(self.eigenvalues_[nonzero])
-        return scaled
+        if solver.large_n and (client is not None or is_dask_array(X)):
+            return solver.transform(self, X, client)
+        return solver.transform(self, self._validate(X, reset=False))
 
     @limits_blas
     def inverse_transform(self, X):
@@ -902,8 +529,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         tags = super().__sklearn_tags__()
         # The incomplete Cholesky factor and the large-N solvers' kernel
         # passes take dense X only (they raise a TypeError on sparse X).
-        tags.input_tags.sparse = self.eigen_solver not in ("incomplete_cholesky",
-                                                           *LARGE_N_SOLVERS)
+        name = self.eigen_solver
+        solver = SOLVERS.get(DEPRECATED_SOLVERS.get(name, name)) if isinstance(name, str) \
+            else None
+        tags.input_tags.sparse = solver is None or solver.sparse
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.input_tags.pairwise = self._precomputed
         return tags

@@ -33,6 +33,7 @@ LAYERS = [
                                    "nystroem"}),
     ("mixed-precision solve", {"_mixed"}),
     ("solver strategies and backends", {"large_n", "_dask"}),
+    ("KernelPCA solvers", {"_kpca_solvers"}),
     ("estimators and tests", {"decomposition", "kernel_ridge", "sir", "fda", "cca",
                               "kernel_tests"}),
     ("package", {"__init__"}),

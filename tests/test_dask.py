@@ -1,11 +1,12 @@
 """Matrix-free KernelPCA with the kernel passes on a local Dask cluster (127.0.0.1 only).
 
-Every wait here has a deadline: the estimators get ``timeout=`` and calls
-that could still hang on a regression run under ``_within``, which fails
-the test instead of hanging the suite.
+Every wait here has a deadline: the fits run in ``fastkern.cluster(client,
+timeout=...)`` blocks, and calls that could still hang on a regression run
+under ``_within``, which fails the test instead of hanging the suite.
 """
 import inspect
 import os
+import warnings
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
+import fastkern  # noqa: E402
 from fastkern import _dask  # noqa: E402
 from fastkern.decomposition import KernelPCA  # noqa: E402
 
@@ -89,6 +91,13 @@ def _release_when(marker):
     return blocked
 
 
+def _fit_on(client, est, X, timeout=TIMEOUT):
+    """est.fit(X) in a ``fastkern.cluster`` block (client None: the default client);
+    the block is entered here, so that it holds in _within's thread too."""
+    with fastkern.cluster(client, timeout=timeout):
+        return est.fit(X)
+
+
 def _kpca(**kw):
     params = dict(kernel="rbf", gamma=0.3, eigen_solver="matrix-free", random_state=0)
     return KernelPCA(4, **{**params, **kw})
@@ -112,7 +121,7 @@ def _pids(client):
 
 def test_numpy_input_with_client_matches_in_process(client, data):
     X, Xt, ref = data
-    est = _kpca().fit(X, client=client, timeout=TIMEOUT)
+    est = _fit_on(client, _kpca(), X)
     assert est._fit_solver == "matrix-free"
     _assert_same_fit(est, ref)
     np.testing.assert_allclose(est._fit_row_means, ref._fit_row_means, rtol=1e-12)
@@ -127,18 +136,19 @@ def test_kernelpca_fit_with_client(client, data, monkeypatch):
     monkeypatch.setattr(_dask._Passes, "run",
                         lambda self, V, A=None: passes.append(self.timeout) or run(self, V, A))
     est = _kpca()
-    Z = est.fit_transform(X, client=client, timeout=TIMEOUT)  # as in fastkern._dask's docstring
+    with fastkern.cluster(client, timeout=TIMEOUT):  # as in fastkern._dask's docstring
+        Z = est.fit_transform(X)
     assert len(passes) > 2  # the row-mean pass and the eigensolver's products
     np.testing.assert_allclose(Z, ref.eigenvectors_ * np.sqrt(ref.eigenvalues_), atol=1e-7)
     n_passes = len(passes)
     np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), atol=1e-7)
-    assert len(passes) > n_passes  # transform ran on the cluster too
+    assert len(passes) > n_passes  # transform ran on the cluster too, after the block
     assert set(passes) == {TIMEOUT}  # with fit's timeout
 
 
 def test_kernelpca_with_dask_array(client, data):
     X, Xt, ref = data
-    est = _kpca().fit(da.from_array(X, chunks=(200, 5)), timeout=TIMEOUT)  # default client
+    est = _fit_on(None, _kpca(), da.from_array(X, chunks=(200, 5)))  # default client
     np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
     P = est.transform(da.from_array(Xt, chunks=(10, 5)))
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
@@ -149,7 +159,7 @@ def test_kernelpca_with_dask_array(client, data):
 def test_dask_array_input(client, data):
     X, Xt, ref = data
     Xd = da.from_array(X, chunks=(123, 5))  # ragged row chunks
-    est = _kpca().fit(Xd, timeout=TIMEOUT)  # default client
+    est = _fit_on(None, _kpca(), Xd)  # default client
     np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-8)
     assert isinstance(est.X_fit_, np.ndarray)
     np.testing.assert_array_equal(est.X_fit_, X)
@@ -184,7 +194,7 @@ def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch, tmp_path):
         return run(self, V, A)
 
     monkeypatch.setattr(_dask._Passes, "run", third_pass_kills)
-    est = _within(WATCHDOG, _kpca().fit, X, client=client, timeout=TIMEOUT)
+    est = _within(WATCHDOG, _fit_on, client, _kpca(), X, TIMEOUT)
     assert os.path.exists(marker) and len(calls) > 3
     _assert_same_fit(est, ref)
     client.wait_for_workers(2, timeout=RESTART)  # the nanny restarted it
@@ -215,7 +225,7 @@ def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypat
     monkeypatch.setattr(_dask._Passes, "run",
                         lambda self, V, A=None: passes.append(1) or run(self, V, A))
     monkeypatch.setattr(type(client), "scatter", scatter_then_kill)
-    est = _within(WATCHDOG, _kpca().fit, X, client=client, timeout=TIMEOUT)
+    est = _within(WATCHDOG, _fit_on, client, _kpca(), X, TIMEOUT)
     assert len(killed) == 1
     assert scatters.count(X.shape) == len(passes) + 1  # pass 3 ran again
     _assert_same_fit(est, ref)
@@ -235,17 +245,19 @@ def test_openmp_threads_per_task_do_not_oversubscribe(client):
 def test_bad_dask_input(client):
     X = RNG.standard_normal((300, 6))
     with pytest.raises(ValueError, match="chunked along its columns.*rechunk"):
-        _kpca().fit(da.from_array(X, chunks=(100, 3)), timeout=TIMEOUT)
+        _fit_on(None, _kpca(), da.from_array(X, chunks=(100, 3)))
     Xn = X.copy()
     Xn[250, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        _kpca().fit(da.from_array(Xn, chunks=(100, 6)), timeout=TIMEOUT)
+        _fit_on(None, _kpca(), da.from_array(Xn, chunks=(100, 6)))
     with pytest.raises(ValueError, match="2-D"):
-        _kpca().fit(da.ones(10, chunks=5), timeout=TIMEOUT)
+        _fit_on(None, _kpca(), da.ones(10, chunks=5))
     with pytest.raises(TypeError, match="distributed.Client"):
-        _kpca().fit(X, client="tcp://127.0.0.1:1")
-    with pytest.raises(ValueError, match="nystrom"):
-        KernelPCA(2, eigen_solver="nystrom").fit(X, client=client)
+        _fit_on("tcp://127.0.0.1:1", _kpca(), X)
+    with pytest.raises(ValueError, match="needs eigen_solver='matrix-free'.*'nystrom'"):
+        _fit_on(client, KernelPCA(2, eigen_solver="nystrom"), X)
+    with pytest.raises(ValueError, match="precomputed"):
+        _fit_on(client, KernelPCA(2, kernel="precomputed"), np.eye(5))
 
 
 @pytest.mark.parametrize("timeout, error", [(0, ValueError), (-1, ValueError),
@@ -254,16 +266,67 @@ def test_bad_dask_input(client):
 def test_bad_timeout(client, timeout, error):
     X = RNG.standard_normal((50, 3))
     with pytest.raises(error, match="timeout"):
-        _kpca().fit(X, client=client, timeout=timeout)
-    with pytest.raises(error, match="timeout"):
+        _fit_on(client, _kpca(), X, timeout)
+    with pytest.raises(error, match="timeout"), pytest.warns(FutureWarning):
         _kpca().fit(X, client=client, timeout=timeout)
 
 
 def test_one_default_timeout():
     defaults = {inspect.signature(f).parameters["timeout"].default
-                for f in (KernelPCA.fit, KernelPCA.fit_transform, _dask.fit_products,
-                          _dask.cross_product, _dask.materialize)}
-    assert defaults == {_dask.DEFAULT_TIMEOUT}
+                for f in (fastkern.cluster, _dask.fit_products, _dask.cross_product,
+                          _dask.materialize)}
+    assert defaults == {_dask.DEFAULT_TIMEOUT} == {_dask.active_cluster()[1]}
+
+
+@pytest.mark.parametrize("method", ["fit", "fit_transform"])
+def test_fit_client_and_timeout_deprecated_but_working(client, data, method, monkeypatch):
+    # One release of scikit-learn's deprecation practice: fit's old cluster
+    # arguments still run on the cluster, with a FutureWarning that names
+    # fastkern.cluster; transform then uses that client and timeout.
+    X, Xt, ref = data
+    timeouts = []
+    run = _dask._Passes.run
+    monkeypatch.setattr(_dask._Passes, "run",
+                        lambda self, V, A=None: timeouts.append(self.timeout) or run(self, V, A))
+    est = _kpca()
+    with pytest.warns(FutureWarning, match=r"client and timeout parameters are deprecated.*"
+                                           r"fastkern 0\.3.*fastkern\.cluster\(client"):
+        getattr(est, method)(X, client=client, timeout=TIMEOUT + 1)
+    _assert_same_fit(est, ref)
+    assert timeouts and set(timeouts) == {TIMEOUT + 1}
+    np.testing.assert_allclose(est.transform(Xt), ref.transform(Xt), atol=1e-7)
+    assert set(timeouts) == {TIMEOUT + 1} and est._client is client
+    # timeout alone warns too, and overrides the block's; no argument, no warning.
+    timeouts.clear()
+    with fastkern.cluster(client, timeout=TIMEOUT):
+        with pytest.warns(FutureWarning, match="fit's timeout parameter is deprecated"):
+            getattr(_kpca(), method)(X, timeout=TIMEOUT + 2)
+        assert set(timeouts) == {TIMEOUT + 2}
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            getattr(_kpca(), method)(X)
+
+
+def test_cluster_block_scope(client, data):
+    X, Xt, ref = data
+    assert _dask.active_cluster() == (None, _dask.DEFAULT_TIMEOUT)
+    with fastkern.cluster(client, timeout=TIMEOUT + 3) as c:
+        assert c is client
+        with fastkern.cluster(client, timeout=TIMEOUT + 4):  # the innermost block counts
+            assert _dask.active_cluster() == (client, TIMEOUT + 4)
+            inner = _kpca().fit(X)
+        assert _dask.active_cluster() == (client, TIMEOUT + 3)
+        # Another thread does not see this thread's block.
+        other = {}
+        thread = threading.Thread(target=lambda: other.update(fit=_kpca().fit(X)))
+        thread.start()
+        thread.join(WATCHDOG)
+    after = _kpca().fit(X)  # in-process again
+    assert (inner._client, inner._timeout) == (client, TIMEOUT + 4)
+    assert other["fit"]._client is None and after._client is None
+    for est in (inner, other["fit"], after):
+        _assert_same_fit(est, ref)
+    assert _dask.active_cluster() == (None, _dask.DEFAULT_TIMEOUT)
 
 
 def test_missing_dask_gives_install_hint(monkeypatch):
@@ -288,7 +351,7 @@ def test_pass_retried_when_a_scatter_loses_its_worker(client, data, monkeypatch)
         return scatter(self, *args, **kwargs)
 
     monkeypatch.setattr(type(client), "scatter", flaky_scatter)
-    est = _kpca().fit(X, client=client, timeout=TIMEOUT)
+    est = _fit_on(client, _kpca(), X)
     assert failures == [1]
     _assert_same_fit(est, ref)
 
@@ -305,13 +368,13 @@ def test_pass_reruns_are_bounded(client, data, monkeypatch):
     monkeypatch.setattr(type(client), "scatter", lost)
     monkeypatch.setattr(_dask, "_RETRY_PAUSE", 0.0)
     with pytest.raises(RuntimeError, match="lost a worker in each of 3 attempts"):
-        _kpca().fit(data[0], client=client, timeout=TIMEOUT)
+        _fit_on(client, _kpca(), data[0])
     assert len(calls) == _dask._PASS_ATTEMPTS
     # ... and by the deadline: the pause before a rerun ends at it.
     calls.clear()
     monkeypatch.setattr(_dask, "_RETRY_PAUSE", TIMEOUT)
     with pytest.raises(TimeoutError, match="kernel pass 1 .*timeout=0.5 s"):
-        _within(WATCHDOG, _kpca().fit, data[0], client=client, timeout=0.5)
+        _within(WATCHDOG, _fit_on, client, _kpca(), data[0], 0.5)
     assert len(calls) <= 1
 
 
@@ -324,7 +387,7 @@ def test_pass_timeout_is_not_retried(client, data, monkeypatch):
 
     monkeypatch.setattr(type(client), "scatter", slow)
     with pytest.raises(TimeoutError, match="the scatter of X"):
-        _kpca().fit(data[0], client=client, timeout=TIMEOUT)
+        _fit_on(client, _kpca(), data[0])
     assert calls == [1]
 
 
@@ -335,7 +398,7 @@ def test_stuck_pass_raises_at_the_deadline(client, data, monkeypatch, tmp_path):
     monkeypatch.setattr(_dask, "_block_task", _release_when(marker))
     try:
         with pytest.raises(TimeoutError, match=r"kernel pass 1 .*timeout=2 s.*tasks"):
-            _within(WATCHDOG, _kpca().fit, data[0], client=client, timeout=2)
+            _within(WATCHDOG, _fit_on, client, _kpca(), data[0], 2)
     finally:
         open(marker, "w").close()
 
@@ -347,7 +410,7 @@ def test_stuck_dask_array_load_raises_at_the_deadline(client, tmp_path):
     Xd = Xd.map_blocks(_release_when(marker), meta=np.empty((0, 0)))  # no call to infer meta
     try:
         with pytest.raises(TimeoutError, match=r"loading the dask array X .*timeout=2 s"):
-            _within(WATCHDOG, _kpca().fit, Xd, timeout=2)
+            _within(WATCHDOG, _fit_on, None, _kpca(), Xd, 2)
     finally:
         open(marker, "w").close()
 
@@ -367,8 +430,7 @@ def test_hung_scatter_raises_at_the_deadline(client, data, monkeypatch):
     monkeypatch.setitem(client.cluster.scheduler.handlers, "scatter", hung_scatter)
     try:
         with pytest.raises(TimeoutError, match=r"kernel pass 1 .*timeout=2 s.*scatter of X"):
-            _within(WATCHDOG, _kpca().fit, data[0], client=client,
-                    timeout=2)
+            _within(WATCHDOG, _fit_on, client, _kpca(), data[0], 2)
     finally:
         release.set()
 
@@ -377,7 +439,7 @@ def test_closed_client_raises_at_once(client, data):
     other = distributed.Client(client.scheduler.address, timeout=TIMEOUT, set_as_default=False)
     other.close(timeout=TIMEOUT)
     with pytest.raises(RuntimeError, match="client is closed"):
-        _within(WATCHDOG, _kpca().fit, data[0], client=other, timeout=TIMEOUT)
+        _within(WATCHDOG, _fit_on, other, _kpca(), data[0], TIMEOUT)
 
 
 @pytest.mark.parametrize("lost", ["scheduler", "workers"])
@@ -396,7 +458,7 @@ def test_lost_cluster_raises_within_the_deadline(data, lost):
             else:
                 _within(WATCHDOG, c.retire_workers, close_workers=True)
             with pytest.raises(TimeoutError, match="did not finish within timeout=3 s"):
-                _within(WATCHDOG, _kpca().fit, data[0], client=c, timeout=3)
+                _within(WATCHDOG, _fit_on, c, _kpca(), data[0], 3)
         finally:
             _within(WATCHDOG, c.close, timeout=TIMEOUT)
             _within(WATCHDOG, cluster.close, timeout=TIMEOUT)
@@ -406,7 +468,7 @@ def test_lost_cluster_raises_within_the_deadline(data, lost):
 def test_gamma_strings_on_the_cluster_match_in_process(client, data, gamma):
     X, Xt, _ = data
     ref = _kpca(gamma=gamma).fit(X)
-    est = _kpca(gamma=gamma).fit(X, client=client, timeout=TIMEOUT)
+    est = _fit_on(client, _kpca(gamma=gamma), X)
     assert est.gamma_ == ref.gamma_
     _assert_same_fit(est, ref)
     P = est.transform(Xt)

@@ -16,8 +16,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import fastkern
-from fastkern import decomposition, kernels
-from fastkern.decomposition import _KRYLOV_MAX_BLOCKS, KernelPCA, krylov_block_size
+from fastkern import _kpca_solvers, kernels
+from fastkern._kpca_solvers import _KRYLOV_MAX_BLOCKS, krylov_block_size
+from fastkern.decomposition import KernelPCA
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((237, 7))
@@ -126,7 +127,7 @@ def block_products(monkeypatch):
     """Number of matmat calls (block products, each reading K once) of every block_eigsh
     run; ``.widths`` holds their block widths, one list per run."""
     counts = _Counts()
-    real = decomposition.block_eigsh
+    real = _kpca_solvers.block_eigsh
 
     def counting(matmat, *args, **kwargs):
         calls = []
@@ -136,7 +137,7 @@ def block_products(monkeypatch):
             counts.append(len(calls))
             counts.widths.append(calls)
 
-    monkeypatch.setattr(decomposition, "block_eigsh", counting)
+    monkeypatch.setattr(_kpca_solvers, "block_eigsh", counting)
     return counts
 
 
@@ -266,17 +267,46 @@ def test_memory_layouts():
         np.testing.assert_allclose(Z, ref, atol=1e-12)
 
 
-@pytest.mark.parametrize("n, k, solver", [
-    (150, 3, "dense"), (237, 3, "arpack"), (1999, 9, "arpack"), (2000, 9, "block_krylov"),
-    (2000, 3, "block_krylov"), (1000, 20, "arpack"), (1000, 21, "dense"), (237, 100, "dense"),
-    (2000, None, "dense"),
-])
-def test_auto_solver_choice(n, k, solver):
-    X = np.random.default_rng(n).standard_normal((n, 2))
-    est = KernelPCA(n_components=k, kernel="rbf")
-    assert est._choose_solver(X, n if k is None else k, "auto") == solver
-    if n < 1000:
-        assert est.fit(X)._fit_solver == solver
+# What "auto" chose before its solvers became objects (fastkern._kpca_solvers),
+# checked through the fit: the thresholds at 200/201, 1999/2000, k < 10 and
+# k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
+# float32), and the inputs that never go matrix-free (precomputed, sparse,
+# cosine).  n=2000 fits only where they are cheap (few components).
+_B400, _B500_32 = 400 * 400 * 8, 500 * 500 * 4
+_AUTO_CASES = [
+    (150, 3, {}, "dense"), (200, 3, {}, "dense"), (201, 3, {}, "arpack"),
+    (237, 3, {}, "arpack"), (237, 9, {}, "arpack"), (237, 10, {}, "dense"),
+    (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
+    (1000, 21, {}, "dense"), (1999, 9, {}, "arpack"), (2000, 9, {}, "block_krylov"),
+    (2000, 3, {}, "block_krylov"), (2000, 40, {}, "arpack"),
+    (400, 3, dict(memory_budget=_B400), "arpack"),
+    (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
+    (400, 50, dict(memory_budget=_B400 - 1), "matrix-free"),
+    (500, 3, dict(memory_budget=_B500_32, dtype="float32"), "arpack"),
+    (500, 3, dict(memory_budget=_B500_32 - 1, dtype="float32"), "matrix-free"),
+    (300, 3, dict(memory_budget=1000, kernel="precomputed"), "arpack"),
+    (300, 3, dict(memory_budget=1000, sparse=True), "arpack"),
+    (150, 3, dict(memory_budget=1000, sparse=True), "dense"),
+    (300, 3, dict(memory_budget=1000, kernel="cosine"), "arpack"),
+    (150, 20, dict(memory_budget=1000, kernel="cosine"), "dense"),
+]
+
+
+@pytest.mark.parametrize("n, k, case, solver", _AUTO_CASES,
+                         ids=[f"{n}-{k}-{'-'.join(map(str, c.values()))}-{s}"
+                              for n, k, c, s in _AUTO_CASES])
+def test_auto_solver_choice(n, k, case, solver):
+    case = dict(case)
+    dtype, to_sparse = case.pop("dtype", "float64"), case.pop("sparse", False)
+    kernel = case.pop("kernel", "rbf")
+    X = np.random.default_rng(n).standard_normal((n, 2)).astype(dtype)
+    if kernel == "precomputed":
+        X = fastkern.rbf_kernel(X, gamma=0.5)
+    elif to_sparse:
+        X = sp.csr_matrix(X)
+    est = KernelPCA(n_components=k, kernel=kernel, random_state=0, **case).fit(X)
+    assert est._fit_solver == solver
+    assert est.eigenvectors_.shape[0] == n
 
 
 def test_auto_block_krylov_is_as_accurate_as_arpack():
@@ -340,19 +370,18 @@ def fake_large_n(monkeypatch):
     """Records which fits and transforms KernelPCA hands to its large-N solvers."""
     calls = []
 
-    def fit(est, X, solver, products=None):
+    def fit(solver, est, X, k, products=None):
         calls.append(("fit", X.shape))
         est.eigenvalues_ = np.ones(2)
         est.eigenvectors_ = np.zeros((X.shape[0], 2))
         est.X_fit_ = X
-        est._fit_solver = solver
 
-    def transform(est, X, client=None):
+    def transform(solver, est, X, client=None):
         calls.append(("transform", X.shape))
         return np.zeros((X.shape[0], 2))
 
-    monkeypatch.setattr(KernelPCA, "_fit_large_n", fit)
-    monkeypatch.setattr(KernelPCA, "_transform_large_n", transform)
+    monkeypatch.setattr(_kpca_solvers._LargeN, "fit", fit)
+    monkeypatch.setattr(_kpca_solvers._LargeN, "transform", transform)
     return calls
 
 
@@ -1057,3 +1086,44 @@ def test_incomplete_cholesky_is_relative_to_the_centred_problem(gamma):
     np.testing.assert_allclose(np.abs(ichol.transform(X_TEST[:, :3])),
                                np.abs(dense.transform(X_TEST[:, :3])),
                                rtol=1e-3, atol=1e-3 * np.sqrt(dense.eigenvalues_[0]))
+
+
+# -- the solver table ----------------------------------------------------------------------------
+
+def test_solver_names_come_from_one_table():
+    from pathlib import Path
+
+    from fastkern.cli import kpca as kpca_command
+
+    names = set(_kpca_solvers.SOLVERS)
+    assert set(_kpca_solvers.EIGEN_SOLVERS) == names | {"auto"}
+    (options,) = KernelPCA._parameter_constraints["eigen_solver"]
+    assert options.options == names | {"auto"} | set(_kpca_solvers.DEPRECATED_SOLVERS)
+    assert kpca_command.solvers()[0] == "auto"
+    assert set(kpca_command.solvers()) == names | {"auto"}
+    # The documentation lists every solver.
+    doc = KernelPCA.__doc__
+    listed = doc[doc.index("eigen_solver : str"):doc.index("tol : float")]
+    docs = Path(__file__).resolve().parents[1] / "docs" / "user_guide"
+    for text in (listed, (docs / "kernel_pca.rst").read_text(encoding="utf-8")):
+        assert all(f'"{name}"' in text for name in names), text
+    cli_page = (docs / "cli.rst").read_text(encoding="utf-8")
+    assert all(name in cli_page for name in names)
+
+
+@pytest.mark.parametrize("name", list(_kpca_solvers.SOLVERS))
+def test_every_solver_of_the_table_fits_and_transforms(name):
+    # Each solver, at settings where it is exact, gives the dense solver's
+    # eigenvalues and a transform of the training set equal to its embedding.
+    X = X_TRAIN[:120]
+    extra = dict(n_landmarks=X.shape[0]) if name == "nystrom" else {}
+    if name == "incomplete_cholesky":
+        extra = dict(tol=1e-14)
+    est = KernelPCA(3, kernel="rbf", gamma=0.1, eigen_solver=name, random_state=0, **extra)
+    Z = est.fit_transform(X)
+    ref = SkKernelPCA(3, kernel="rbf", gamma=0.1, eigen_solver="dense").fit(X)
+    assert est._fit_solver == name
+    np.testing.assert_allclose(est.eigenvalues_, ref.eigenvalues_, rtol=1e-6)
+    np.testing.assert_allclose(est.transform(X), Z, atol=1e-6 * np.abs(Z).max())
+    _assert_same_embedding_up_to_sign(est.transform(X_TEST), ref.transform(X_TEST), 1e-5)
+    assert est.__sklearn_tags__().input_tags.sparse == _kpca_solvers.SOLVERS[name].sparse

@@ -4,8 +4,8 @@ Kernel PCA with the kernel passes on a Dask cluster
 =====================================================
 
 The matrix-free kernel PCA solver (``eigen_solver="matrix-free"``) spends
-its time in passes over the kernel matrix, each a product K @ V.  Given a
-``distributed.Client`` (``fit(X, client=client)``) or a ``dask.array`` X,
+its time in passes over the kernel matrix, each a product K @ V.  Inside a
+``with fastkern.cluster(client):`` block, or given a ``dask.array`` X,
 :class:`fastkern.KernelPCA` sends each pass to a Dask cluster: one task per
 row block of X computes K(X_block, X) @ V with the same compiled tile loop as
 the in-process solver, and the eigensolver itself runs on the client.  The
@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.datasets import make_moons
 
+import fastkern
 from fastkern import KernelPCA
 
 X, y = make_moons(n_samples=3000, noise=0.05, random_state=0)
@@ -56,8 +57,9 @@ except ImportError:
 if Client is not None:
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        kpca_dask = make_kpca().fit(X, client=client, timeout=120)
-        Z_dask = kpca_dask.transform(X)
+        with fastkern.cluster(client, timeout=120):
+            kpca_dask = make_kpca().fit(X)
+        Z_dask = kpca_dask.transform(X)  # on the cluster of the fit
     print("largest difference between the in-process and the Dask embedding:",
           f"{np.abs(Z_dask - Z_local).max():.1e}")
 else:

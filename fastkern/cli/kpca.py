@@ -61,16 +61,14 @@ DEGENERATE_SHARE = 0.03
 
 
 def solvers():
-    """KernelPCA's eigen_solver values, from its parameter constraints (one list)."""
-    from fastkern.decomposition import DEPRECATED_SOLVERS, KernelPCA
+    """KernelPCA's eigen_solver values, "auto" first (fastkern._kpca_solvers' table)."""
+    from fastkern._kpca_solvers import EIGEN_SOLVERS
 
-    (options,) = KernelPCA._parameter_constraints["eigen_solver"]
-    names = sorted(set(options.options) - set(DEPRECATED_SOLVERS))
-    return ["auto"] + [s for s in names if s != "auto"]
+    return ["auto"] + sorted(s for s in EIGEN_SOLVERS if s != "auto")
 
 
 def deprecated_solvers():
-    from fastkern.decomposition import DEPRECATED_SOLVERS
+    from fastkern._kpca_solvers import DEPRECATED_SOLVERS
 
     return dict(DEPRECATED_SOLVERS)
 
@@ -87,8 +85,9 @@ def add_parser(sub):
     names = solvers()
     parser.add_argument("--solver", default="auto", choices=names + list(deprecated_solvers()),
                         metavar="{" + ",".join(names) + "}",
-                        help="eigensolver (KernelPCA's eigen_solver; default: auto; "
-                             "'lanczos' is the deprecated name of block_krylov)")
+                        help="eigensolver (KernelPCA's eigen_solver; default: auto; " + "; ".join(
+                            f"'{old}' is the deprecated name of {new}"
+                            for old, new in deprecated_solvers().items()) + ")")
     _common.add_scale(parser)
     _common.add_table_options(parser)
     parser.add_argument("--label-column", default=None, metavar="C",

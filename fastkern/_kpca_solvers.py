@@ -1,0 +1,534 @@
+"""KernelPCA's eigensolvers: one object per ``eigen_solver`` value, in one table.
+
+Each solver fits the top eigenpairs of the centred training Gram (``fit``,
+which stores them with ``KernelPCA._store_eigenpairs`` and keeps on the
+estimator what its ``transform`` needs) and projects new points with them
+(``transform``).  ``SOLVERS`` maps the public names to the solvers;
+KernelPCA's parameter constraint, its error messages, the command line's
+choices and ``choose`` (eigen_solver="auto") read it.
+
+The solvers are stateless: the fitted state lives on the estimator, so that
+pickling, ``clone`` and the attributes (``eigenvalues_``, ``_fit_row_means``,
+...) are those of a plain scikit-learn estimator.
+"""
+import numpy as np
+from scipy import linalg, sparse
+from scipy.sparse.linalg import eigsh
+from sklearn.preprocessing import normalize
+from sklearn.utils import check_random_state
+from sklearn.utils.extmath import svd_flip
+from sklearn.utils.validation import _check_psd_eigenvalues
+
+from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
+from fastkern._kernel_api import gram_dtype, kernel_gram
+from fastkern._linalg import solve_shifted_in_place
+from fastkern._progress import report_iteration, report_stage
+from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
+                                  memory_budget_bytes, parse_memory_budget)
+from fastkern.centering import CentredGram, KernelCenterer
+
+# Old solver names, still accepted with a FutureWarning until fastkern 0.3.
+DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
+
+_BOUNDED_KERNELS = ("rbf", "laplacian", "sigmoid", "cosine")
+
+# Blocks in the "block_krylov" basis before a thick restart.  The basis of an
+# explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
+# their products are 4% of K), and a restart discards Krylov information, so
+# a long basis saves products (docs/developer/performance_history.rst).
+_KRYLOV_MAX_BLOCKS = 20
+
+# "auto" picks an iterative solver above this many samples (the dense LAPACK
+# reduction costs O(n^3) whatever k), as scikit-learn.
+_ITERATIVE_MIN_SAMPLES = 200
+# ... and the block Krylov solver, for fewer than 10 components, from this
+# many samples.  At N=1000 (2 threads, benchmarks/bench_sizes.py) it ranged
+# from 3x faster than ARPACK (a near-diagonal Gram) to 1.9x slower (flat
+# spectra), so ARPACK, never slower than scikit-learn's, stays below 2000.
+_KRYLOV_MIN_SAMPLES = 2000
+# Convergence target of "block_krylov" when "auto" picks it with tol=0: the
+# eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
+# 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
+# The residuals fall ~30x per product here, so the last product often
+# overshoots: at N=8000 (gamma 1/16, 1/2, 1/160) 2e-13 took as many products
+# as 1e-12 (13, 24 and 8 of 8 columns).
+_AUTO_KRYLOV_TOL = 2e-13
+
+
+def krylov_block_size(k):
+    """Columns per block product of the "block_krylov" solver: k + 3, at least 8,
+    rounded up to a multiple of 4.
+
+    fastkern's own product (``_centering.gram_matmat``) pads a block to a
+    multiple of 4 columns and costs about as much for 8 columns as for 4 (K
+    is read once either way), so the block is as wide as that allows.  With
+    the basis of ``_KRYLOV_MAX_BLOCKS`` blocks, measured at N=8000, RBF, d=16,
+    2 cores (fit_transform, best of 3): for 5 components, 8 columns took
+    0.279 s against 12's 0.334 s at gamma=1/16, 0.542 s against 0.700 s at
+    gamma=1/2 and 0.203 s against 0.231 s at gamma=1/160; for 2 components,
+    8 columns beat 4 and 12; for 20, 24 beat 28 and 32.
+    """
+    return -(-max(8, k + 3) // 4) * 4
+
+
+def scaled_eigenvectors(est, dtype):
+    """eigenvectors_ / sqrt(eigenvalues_), zero columns for zero eigenvalues (clipped >= 0)."""
+    scaled = np.zeros_like(est.eigenvectors_, dtype=dtype)
+    nonzero = np.flatnonzero(est.eigenvalues_)
+    scaled[:, nonzero] = est.eigenvectors_[:, nonzero] / np.sqrt(est.eigenvalues_[nonzero])
+    return scaled
+
+
+def _fit_pre_images(est, X, X_transformed, out=None, copy=False):
+    """The kernel ridge map of inverse_transform, its Gram computed into ``out`` if
+    given (or copied to a C-ordered buffer with ``copy``)."""
+    Kt = est._kernel(X_transformed, gamma=est.gamma_, out=out)
+    if copy:
+        Kt = np.array(Kt, order="C")
+    est.dual_coef_ = solve_shifted_in_place(Kt, X.astype(Kt.dtype, copy=False),
+                                            float(est.alpha))
+    est.X_transformed_fit_ = X_transformed
+
+
+class Solver:
+    """One ``eigen_solver`` value of KernelPCA.
+
+    ``fit(est, X, k)`` takes the validated X and the number of components k
+    (n_components clamped to n_samples) and returns the training embedding,
+    or None for the estimator to compute it from the eigenpairs;
+    ``transform(est, X)`` projects the validated X.
+    """
+
+    name = None
+    #: Takes sparse X (the Gram is computed from it without densifying it).
+    sparse = True
+    #: The Gram is never stored: the kernel passes run in blocks, in-process
+    #: or, for ``cluster``, on a Dask cluster; transform accepts a dask array.
+    large_n = False
+    cluster = False
+
+    def check(self, est, X):
+        """Raise on an input the solver cannot take, before any work."""
+
+
+class _GramSolver(Solver):
+    """The solvers on the stored training Gram, centred in place or implicitly."""
+
+    def basis(self, n, k):
+        """Storage the eigensolver allocates before the Gram (None: none)."""
+        return None
+
+    def gram(self, est, X):
+        return full_gram(est, X)
+
+    def fit(self, est, X, k):
+        if est.fit_inverse_transform and sparse.issparse(X):
+            raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
+        basis = self.basis(X.shape[0], k)
+        report_stage("kernel matrix")
+        K = self.gram(est, X)
+        # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
+        # X: only the other kernels can overflow, so only they pay a pass over K.
+        if est.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
+            raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
+                             "kernel? check gamma)")
+        # K was built here, C-contiguous and finite, so it is not scanned again.
+        est._centerer = KernelCenterer(n_threads=est.n_threads)
+        report_stage(f"eigensolver ({self.name})")
+        eigenvalues, eigenvectors = self.eigenpairs(est, K, X, k, basis)
+        est._store_eigenpairs(eigenvalues, eigenvectors, K.dtype)
+
+        X_transformed = None
+        if est.fit_inverse_transform:
+            X_transformed = est.eigenvectors_ * np.sqrt(est.eigenvalues_)
+            # The Gram buffer is dead after the eigensolver: the pre-image
+            # kernel is computed into it (or, for a packed K, after it is
+            # freed), so only one N x N array is ever live.
+            out = K if isinstance(K, np.ndarray) else None
+            del K
+            _fit_pre_images(est, X, X_transformed, out=out)
+        else:
+            del K
+        if est._precomputed:
+            est.X_fit_ = X
+        else:
+            est.X_fit_ = X.copy() if est.copy_X else X
+        return X_transformed
+
+    def transform(self, est, X):
+        if est._precomputed:
+            # validate_data checked X.shape[1] == n_samples of the fit.
+            K = X.toarray(order="C") if sparse.issparse(X) else X
+            K = np.array(K, dtype=est.eigenvectors_.dtype, order="C", copy=True)
+        else:
+            K = est._kernel(X.astype(est.X_fit_.dtype, copy=False), est.X_fit_,
+                            gamma=est.gamma_)
+        K = est._centerer.transform(K, copy=False)
+        return K @ scaled_eigenvectors(est, est.eigenvectors_.dtype)
+
+
+def full_gram(est, X):
+    """The training Gram, writeable, C-contiguous, in the Gram dtype: a copy of a
+    precomputed kernel, into a buffer the solvers may destroy."""
+    if est._precomputed:
+        return X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C",
+                                                                         copy=True)
+    K = est._kernel(X, gamma=est.gamma_)
+    if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
+        K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
+    return K
+
+
+class _CentredInPlace(_GramSolver):
+    """The solvers that read K itself, double-centred in place: one pass for the
+    means, one for the update."""
+
+    def eigenpairs(self, est, K, X, k, basis):
+        est._centerer._fit_transform_checked(K)
+
+        def rebuild():
+            # "dense"'s fallback needs the centred Gram again (see top_eigh):
+            # the same means, so the centerer is refitted as is.
+            return est._centerer._fit_transform_checked(full_gram(est, X))
+
+        return self.solve(est, K, k, rebuild)
+
+
+class Dense(_CentredInPlace):
+    """LAPACK syevr on the centred Gram, in place."""
+
+    name = "dense"
+
+    def solve(self, est, K, k, rebuild):
+        # K.T is K's F-ordered view, so LAPACK works in place; its upper
+        # triangle is K's lower one, the triangle scikit-learn's eigh reads
+        # (they differ for a non-symmetric precomputed kernel).
+        return top_eigh(K.T, k, lower=False, overwrite_a=True, rebuild=lambda: rebuild().T)
+
+
+class Arpack(_CentredInPlace):
+    """scipy's eigsh on the centred Gram."""
+
+    name = "arpack"
+
+    def solve(self, est, K, k, rebuild):
+        # k == n: scipy warns and falls back to eigh, as in scikit-learn.
+        v0 = check_random_state(est.random_state).uniform(-1, 1, K.shape[0])
+        return eigsh(K, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0)
+
+
+class Randomized(_CentredInPlace):
+    """scikit-learn's randomized range finder with "module" selection."""
+
+    name = "randomized"
+
+    def solve(self, est, K, k, rebuild):
+        return randomized_eigsh(K, k, n_iter=est.iterated_power,
+                                random_state=est.random_state)
+
+
+class BlockKrylov(_GramSolver):
+    """fastkern's thick-restarted block Krylov solver on the implicitly centred Gram
+    (``fastkern.centering.CentredGram``): no centring pass over K."""
+
+    name = "block_krylov"
+
+    def basis(self, n, k):
+        # Before the Gram: see krylov_basis.
+        return krylov_basis(n, krylov_block_size(k), _KRYLOV_MAX_BLOCKS)
+
+    def gram(self, est, X):
+        # The product can read the upper triangle alone, packed
+        # (fastkern.pairwise.PackedUpperGram): the tiles below the diagonal
+        # are never computed, each product reads half of K, and K takes half
+        # the memory and half the page faults.
+        K = (None if est._precomputed
+             else est._kernel_spec(X, gamma=est.gamma_).upper_gram(X))
+        return full_gram(est, X) if K is None else K
+
+    def eigenpairs(self, est, K, X, k, basis):
+        centerer = est._centerer
+        # A Gram computed here is symmetric (the tiles are mirrored, or equal
+        # to rounding): its means come from the first block product, with no
+        # pass of their own.  A precomputed kernel may not be, and float32
+        # products would sum it in float32: one read pass.
+        if est._precomputed or K.dtype != np.float64:
+            row_means = centerer._fit_means_checked(K)
+            op = CentredGram(K, row_means, centerer.K_fit_rows_, centerer.K_fit_all_)
+        else:
+            op = CentredGram(K, symmetric=True, n_threads=est.n_threads)
+        eigenpairs = self._iterate(est, op, k, basis)
+        centerer._set_means(op.col_means, op.grand_mean)
+        return eigenpairs
+
+    def _iterate(self, est, op, k, basis):
+        K = op.K
+        n = K.shape[0]
+        tol = est.tol
+        if tol == 0:
+            tol = _AUTO_KRYLOV_TOL if est.eigen_solver == "auto" else 1e-10
+
+        def callback(iteration, residuals):
+            report_iteration(iteration, residuals.max(), tol)
+            if est.verbose:
+                print(f"[KernelPCA] block_krylov iteration {iteration}: "
+                      f"max residual {residuals.max():.3e}", flush=True)
+        # Rows of the uncentred K start the iteration (for a symmetric K, K
+        # applied to unit vectors, one step for free; they need no means, and
+        # converged in as many products as rows of Kc at N=8000).  As many
+        # rows as the first product takes for the cost of p columns (11, or
+        # 15 with AVX-512, instead of 8: see block_eigsh's v0).
+        p = krylov_block_size(k)
+        rng = check_random_state(est.random_state)
+        rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
+        v0 = K.columns(rows) if op.upper else K[rows].T
+        return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
+                           max_iter=est.max_iter, random_state=rng, callback=callback,
+                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
+                           n_threads=check_n_threads(est.n_threads), matmat_blas=op.uses_blas,
+                           basis=basis)
+
+
+class IncompleteCholesky(Solver):
+    """K ~ G G^T from ``fastkern.incomplete_cholesky``, never forming K (see
+    KernelPCA's Notes)."""
+
+    name = "incomplete_cholesky"
+    sparse = False
+
+    def fit(self, est, X, k):
+        from fastkern.lowrank import incomplete_cholesky
+
+        if est._precomputed:
+            raise ValueError(f"eigen_solver={self.name!r} evaluates the kernel of X: "
+                             "it cannot use kernel='precomputed'")
+        if sparse.issparse(X):
+            raise TypeError(f"eigen_solver={self.name!r} needs a dense X, got a sparse matrix")
+        Xk = normalize(X) if est.kernel == "cosine" else X
+        # tol relative to the centred kernel, the matrix whose spectrum this is.
+        res = incomplete_cholesky(Xk, **est._ichol_kernel_args(), tol=est.tol or 1e-6,
+                                  max_rank=est.ichol_max_rank, n_threads=est.n_threads,
+                                  centered=True)
+        G = np.array(res.G, dtype=np.float64)
+        est._ichol_L = G[res.pivots]
+        est._ichol_mean = G.mean(axis=0)
+        G -= est._ichol_mean
+        r = G.shape[1]
+        lam, V = linalg.eigh(G.T @ G, check_finite=False) if r else (np.zeros(0),
+                                                                       np.zeros((0, 0)))
+        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        # Components beyond the rank reached: eigenvalue 0, no direction.
+        if lam.size < k:
+            lam = np.concatenate([lam, np.zeros(k - lam.size)])
+            V = np.hstack([V, np.zeros((r, k - V.shape[1]))])
+        lam = _check_psd_eigenvalues(lam, enable_warnings=False)
+        embedding = G @ V
+        del G
+        nonzero = lam > 0
+        U = np.zeros_like(embedding)
+        U[:, nonzero] = embedding[:, nonzero] / np.sqrt(lam[nonzero])
+        U, _ = svd_flip(u=U, v=None)
+        signs = np.where(np.sum(U * embedding, axis=0) < 0, -1.0, 1.0)
+        V *= signs
+        if est.remove_zero_eig or est.n_components is None:
+            U, V, lam = U[:, nonzero], V[:, nonzero], lam[nonzero]
+        est.eigenvalues_ = lam.astype(X.dtype)
+        est.eigenvectors_ = np.ascontiguousarray(U, dtype=X.dtype)
+        est._ichol_V = V
+        est.ichol_pivots_ = res.pivots
+        est.X_fit_ = X.copy() if est.copy_X else X
+        X_transformed = est.eigenvectors_ * np.sqrt(est.eigenvalues_)
+        if est.fit_inverse_transform:
+            # As the exact path, but the pre-image Gram is n x n here too.
+            _fit_pre_images(est, X, X_transformed, copy=True)
+        return X_transformed
+
+    def transform(self, est, X):
+        from fastkern.lowrank import pivot_features
+
+        Xk, Xp = X, est.X_fit_[est.ichol_pivots_]
+        if est.kernel == "cosine":
+            Xk, Xp = normalize(X), normalize(Xp)
+        Kp = kernel_gram(Xk.astype(est.X_fit_.dtype, copy=False), Xp,
+                         **est._ichol_kernel_args(), n_threads=est.n_threads)
+        g = pivot_features(Kp, est._ichol_L) - est._ichol_mean
+        return (g @ est._ichol_V).astype(est.eigenvectors_.dtype, copy=False)
+
+
+class _LargeN(Solver):
+    """fastkern.large_n's solvers: the Gram is never stored."""
+
+    sparse = False
+    large_n = True
+
+    def check(self, est, X):
+        if sparse.issparse(X):
+            takes_sparse = _names(n for n, s in SOLVERS.items() if s.sparse)
+            raise TypeError(f"eigen_solver={self.name!r} does not support sparse input: X "
+                            f"must be dense (the {takes_sparse} solvers take sparse X)")
+        if est.kernel == "cosine":
+            raise ValueError(f"kernel='cosine' is not available with eigen_solver="
+                             f"{self.name!r}; use kernel='linear' on rows scaled to unit "
+                             "norm (sklearn.preprocessing.normalize)")
+
+    def fit(self, est, X, k, products=None):
+        """products(spec) gives the matmat(V) = K @ V of another backend (Dask);
+        None computes them here.  k is unused: these solvers compute only the
+        leading n_components, which must be set."""
+        n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"X must have at least 2 samples for eigen_solver={self.name!r}, "
+                             f"got n_samples={n}")
+        if est.n_components is None:
+            raise ValueError(f"eigen_solver={self.name!r} needs n_components to be set "
+                             "(it computes only the leading components)")
+        X = np.ascontiguousarray(X)
+        spec = est._kernel_spec(X)
+        est.gamma_ = spec.gamma(X.shape[1])
+        self._fit(est, X, spec, parse_memory_budget(est.memory_budget), products)
+        est.X_fit_ = np.array(X, copy=True) if est.copy_X else X
+        est.n_features_in_ = X.shape[1]
+
+    def _components(self, est, n, upper):
+        k = est.n_components
+        if not 1 <= k <= upper:
+            raise ValueError(f"n_components={k} must be in [1, {upper}] for "
+                             f"eigen_solver={self.name!r} with {n} samples")
+        return int(k)
+
+    def transform(self, est, X, client=None):
+        """Project X (on the Dask cluster with a client or a dask array X)."""
+        cluster = None
+        if client is not None or is_dask_array(X):
+            from fastkern import _dask
+
+            client, timeout = _dask.connect(client, getattr(est, "_timeout",
+                                                            _dask.DEFAULT_TIMEOUT))
+            X, bounds = _dask.materialize(X, client=client, timeout=timeout)
+            if X.shape[1] != est.n_features_in_:
+                raise ValueError(f"X has {X.shape[1]} features, but KernelPCA is expecting "
+                                 f"{est.n_features_in_} features as input")
+            cluster = (client, timeout, bounds)
+        if sparse.issparse(X):
+            raise TypeError(f"eigen_solver={self.name!r} does not support sparse "
+                            "input: X must be dense")
+        X = np.ascontiguousarray(X, dtype=est.X_fit_.dtype)
+        return self._project(est, X, cluster).astype(X.dtype, copy=False)
+
+
+class MatrixFree(_LargeN):
+    """Block Krylov on K's products, each one pass of kernel tiles (fastkern.large_n)."""
+
+    name = "matrix-free"
+    cluster = True
+
+    def fit_on_cluster(self, est, X, client, timeout):
+        """The fit with the kernel passes on a Dask cluster (a client, or a dask X on
+        the default one); sets est._client and est._timeout for transform."""
+        from fastkern import _dask
+
+        client, timeout = _dask.connect(client, timeout)
+        est._client, est._timeout = client, timeout
+        X, bounds = _dask.materialize(X, client=client, timeout=timeout)
+        est.n_features_in_ = X.shape[1]
+        self.fit(est, X, None, lambda spec: _dask.fit_products(
+            X, bounds, spec, client=client, timeout=timeout))
+
+    def _fit(self, est, X, spec, budget, products):
+        from fastkern import large_n
+
+        n = X.shape[0]
+        if est._precomputed and X.shape[1] != n:
+            raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
+                             f"got shape {X.shape}")
+        k = self._components(est, n, n - 1)
+        matmat = (large_n.in_process_products(X, spec, memory_budget=budget)
+                  if products is None else products(spec))
+        fit = large_n.matrix_free_eigenpairs(n, k, matmat, tol=est.tol, max_iter=est.max_iter,
+                                             random_state=est.random_state,
+                                             verbose=est.verbose)
+        est._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
+        est._fit_row_means, est._fit_grand_mean = fit.row_means, fit.grand_mean
+
+    def _project(self, est, X, cluster):
+        from fastkern import large_n
+
+        A = scaled_eigenvectors(est, np.float64)
+        # K_t 1 comes from the same pass as K_t A (centred_projection needs both).
+        A1 = np.hstack([A, np.ones((est.X_fit_.shape[0], 1))])
+        spec = est._kernel_spec(gamma=est.gamma_)
+        if cluster is not None:
+            from fastkern import _dask
+
+            client, timeout, bounds = cluster
+            KA1 = _dask.cross_product(est.X_fit_, spec, X, A1, bounds, client=client,
+                                      timeout=timeout)
+        else:
+            KA1 = large_n.transform_products(
+                est.X_fit_, spec, A1, X, memory_budget=parse_memory_budget(est.memory_budget))
+        return large_n.centred_projection(KA1, A, est._fit_row_means, est._fit_grand_mean)
+
+
+class Nystrom(_LargeN):
+    """The eigenpairs of the Nystroem approximation on n_landmarks landmarks."""
+
+    name = "nystrom"
+
+    def _fit(self, est, X, spec, budget, products):
+        from fastkern import large_n
+
+        n = X.shape[0]
+        if est._precomputed:
+            raise ValueError(f"eigen_solver={self.name!r} needs the samples, not "
+                             "kernel='precomputed'")
+        m = est.n_landmarks if est.n_landmarks is not None else min(n, 1000)
+        if m > n:
+            raise ValueError(f"n_landmarks={m} must be in [1, n_samples={n}]")
+        k = self._components(est, n, m)
+        fit = large_n.nystroem_eigenpairs(X, spec, k, m, random_state=est.random_state,
+                                          memory_budget=budget, verbose=est.verbose)
+        order, signs = est._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
+        est._nystroem_basis = np.ascontiguousarray(fit.basis[:, order] * signs)
+        est._nystroem_map, est._nystroem_mean = fit.feature_map, fit.mean
+
+    def _project(self, est, X, cluster):
+        phi = est._nystroem_map.transform(X).astype(np.float64, copy=False)
+        return (phi - est._nystroem_mean) @ est._nystroem_basis
+
+
+#: The solvers by public name, in the order the documentation lists them.
+SOLVERS = {s.name: s for s in (Dense(), BlockKrylov(), Arpack(), Randomized(), MatrixFree(),
+                               Nystrom(), IncompleteCholesky())}
+#: Every value eigen_solver takes but the deprecated ones.
+EIGEN_SOLVERS = ("auto", *SOLVERS)
+
+
+def _names(names):
+    names = list(names)
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def cluster_solvers():
+    """The eigen_solver values that may run on a Dask cluster, as an error message lists them."""
+    return _names(repr(n) for n, s in SOLVERS.items() if s.cluster) + " (or 'auto')"
+
+
+def choose(est, X, k):
+    """The solver of eigen_solver="auto" for the validated X and k components.
+
+    "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
+    precomputed, cosine or sparse X); otherwise the measured choice
+    (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
+    from 2000 samples, "arpack" for k < 10 from 201 to 1999 samples and for
+    10 <= k <= n / 50 above 200, else "dense".
+    """
+    n = X.shape[0]
+    if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
+            and est.kernel != "cosine"
+            and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
+        return SOLVERS["matrix-free"]
+    if n > _ITERATIVE_MIN_SAMPLES and k < 10:
+        return SOLVERS["block_krylov" if n >= _KRYLOV_MIN_SAMPLES else "arpack"]
+    if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
+        return SOLVERS["arpack"]
+    return SOLVERS["dense"]
