@@ -2,6 +2,7 @@
 and the serial path."""
 import ast
 import functools
+import gc
 import os
 import signal
 import sys
@@ -11,17 +12,18 @@ import pytest
 
 
 def _serialise_ast_parse():
-    """Make ast.parse safe to call from two threads at once on Python < 3.12.
+    """Make ast.parse safe from nested and concurrent calls on Python < 3.12.
 
     CPython 3.11 keeps the AST constructor's recursion counter in state
-    shared by every thread: when a garbage collection inside one thread's
-    ast.parse lets another thread's ast.parse run, one of them raises
-    "SystemError: AST constructor recursion depth mismatch".  pytest parses
-    the test's source to report a failure (or an xfail), and Python 3.11's
-    traceback module parses a line to underline it, in whatever thread
-    formats a traceback (a Dask worker logging one, say): the SystemError
-    then ended a whole xdist worker (INTERNALERROR).  One lock around
-    ast.parse serialises them.
+    shared by every call: a second ast.parse that starts while one is
+    converting its tree makes the first raise "SystemError: AST constructor
+    recursion depth mismatch".  pytest parses the test's source to report a
+    failure (or an xfail); a garbage collection in the middle of it freed an
+    asyncio task left by a Dask test, whose finaliser logged "Task exception
+    was never retrieved" with a traceback, which Python 3.11 underlines by
+    parsing the line: the SystemError then ended a whole xdist worker
+    (INTERNALERROR).  Another thread formatting a traceback does the same.
+    So ast.parse runs under one lock, with the collector paused.
     """
     if sys.version_info >= (3, 12) or getattr(ast.parse, "_fastkern_serialised", False):
         return
@@ -30,7 +32,13 @@ def _serialise_ast_parse():
     @functools.wraps(parse)
     def serialised(*args, **kwargs):
         with lock:
-            return parse(*args, **kwargs)
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return parse(*args, **kwargs)
+            finally:
+                if collecting:
+                    gc.enable()
 
     serialised._fastkern_serialised = True
     ast.parse = serialised

@@ -76,3 +76,32 @@ def test_ast_parse_from_many_threads_does_not_raise():
         sys.setswitchinterval(interval)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
+
+
+def test_ast_parse_survives_a_finaliser_that_parses():
+    """A garbage collection inside ast.parse whose finaliser formats a traceback
+    (asyncio's "Task exception was never retrieved") does not make it raise."""
+    import ast
+    import gc
+    import traceback
+
+    class Logs:
+        def __del__(self):
+            try:
+                raise ValueError("never retrieved")
+            except ValueError as exc:
+                # Python 3.11 parses the source line to underline it.
+                traceback.format_exception(exc)
+
+    source = "\n".join(f"def f{i}(x):\n    return [x + {i} for _ in range(3)]"
+                       for i in range(300))
+    threshold = gc.get_threshold()
+    gc.set_threshold(10)  # a collection every few allocations: inside the parse
+    try:
+        for _ in range(20):
+            for _ in range(20):
+                cycle = [Logs()]
+                cycle.append(cycle)
+            ast.parse(source)
+    finally:
+        gc.set_threshold(*threshold)
