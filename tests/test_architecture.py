@@ -25,6 +25,7 @@ LAYERS = [
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
     ("configuration", {"_config"}),
+    ("kernel registry", {"_registry"}),
     ("Gram functions", {"pairwise", "_gamma"}),
     ("kernel objects", {"kernels"}),
     ("structured kernels", {"structured"}),

@@ -1,0 +1,367 @@
+"""The vector kernels, each defined once.
+
+One :class:`KernelDef` per kernel on numeric vectors: its names, its
+parameters (defaults, constraints, what None means), the geometry the
+compiled loops compute before the kernel's map, the compiled map's name in
+``src/fk_maps.h`` (``FK_KINDS``), the paths that compute it, whether it is
+bounded on finite data, and a NumPy reference formula.  Everything else is
+derived from here: ``pairwise.KERNEL_CODES``, ``KERNEL_PARAMS`` and the
+dispatch of ``pairwise_kernels`` (with the error message listing the
+names), the Gram function of a kernel that has no hand-written one, the
+kernel classes of ``fastkern.kernels``, ``fastkern.__all__``, the
+estimators' accepted kernel strings (``_kernel_api.STRING_KERNELS``), the
+CLI's ``--kernel`` choices, and the tests' reference values.
+
+Adding a kernel of the squared distance, inner product or L1 distance takes
+one entry here and its map in ``src/fk_maps.h`` (see
+docs/developer/extending.rst).
+
+No numpy at import: ``import fastkern`` reads the names from here and stays
+light (the reference formulas import numpy when they run).
+"""
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["GEOMETRIES", "PATHS", "Param", "KernelDef", "KERNELS", "BY_NAME", "get"]
+
+#: What the compiled loops compute before a kernel's map: inner products,
+#: squared Euclidean distances, L1 distances, or a sum/product over features
+#: (``fastkern._featurewise``).
+GEOMETRIES = ("inner", "sqdist", "l1", "featurewise")
+#: The ways a Gram can be computed: dense input, scipy sparse input, the
+#: matrix-free products of the large-N solvers, float32 data in float32.
+PATHS = ("dense", "sparse", "matrix-free", "float32")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a kernel.
+
+    ``none`` says what None means: "n_features" (1 / n_features, computed at
+    the call), a number, or None when None is refused.  ``low``/``high``
+    bound the value (``low_inclusive``); ``integer`` requires an integer
+    value (a float such as 2.0 is accepted).
+    """
+
+    name: str
+    default: Any
+    doc: str
+    low: Optional[float] = None
+    low_inclusive: bool = True
+    high: Optional[float] = None
+    integer: bool = False
+    none: Any = None
+
+    def resolve(self, value, n_features=None):
+        """Return the checked value as the compiled loops take it (a float).
+
+        None becomes what ``none`` says; a bad value raises ValueError (or
+        TypeError for a non-number) naming the parameter.
+        """
+        from fastkern._validation import check_real
+
+        if value is None and self.none is not None:
+            return 1.0 / n_features if self.none == "n_features" else float(self.none)
+        value_in = value
+        value = check_real(value, self.name, low=self.low,
+                           low_inclusive=self.low_inclusive)
+        if self.high is not None and value > self.high:
+            raise ValueError(f"{self.name} must be <= {self.high:g}, got {value_in}")
+        if self.integer and value != int(value):
+            bound = "" if self.low is None else f" >= {self.low:g}"
+            raise ValueError(f"{self.name} must be an integer{bound}, got {value_in!r}")
+        return value
+
+    def describe(self):
+        """The numpydoc entry of the parameter (two lines and more)."""
+        kind = "int" if self.integer else "float"
+        return f"{self.name} : {kind}, default={self.default!r}\n    {self.doc}"
+
+
+def _np():
+    import numpy as np
+
+    return np
+
+
+def _pair(X, Y):
+    np = _np()
+    X = np.asarray(X, dtype=np.float64)
+    return X, X if Y is None else np.asarray(Y, dtype=np.float64)
+
+
+def _sqdist(X, Y):
+    """Squared Euclidean distances from direct differences (no expansion)."""
+    X, Y = _pair(X, Y)
+    D = X[:, None, :] - Y[None, :, :]
+    return (D * D).sum(axis=2)
+
+
+def _l1dist(X, Y):
+    X, Y = _pair(X, Y)
+    return _np().abs(X[:, None, :] - Y[None, :, :]).sum(axis=2)
+
+
+def _dot(X, Y):
+    X, Y = _pair(X, Y)
+    return X @ Y.T
+
+
+def _ref_cosine(X, Y):
+    np = _np()
+    X, Y = _pair(X, Y)
+    nx = np.linalg.norm(X, axis=1)
+    ny = np.linalg.norm(Y, axis=1)
+    nx[nx == 0] = 1
+    ny[ny == 0] = 1
+    return (X / nx[:, None]) @ (Y / ny[:, None]).T
+
+
+def _ref_bessel(X, Y, gamma, order, degree):
+    np = _np()
+    from scipy.special import gammaln, jv
+
+    r = gamma * np.sqrt(_sqdist(X, Y))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = jv(order, r) * np.exp(gammaln(order + 1) + order * np.log(2.0 / r))
+    return np.where(r == 0, 1.0, k) ** degree
+
+
+def _ref_spline(X, Y):
+    np = _np()
+    X, Y = _pair(X, Y)
+    x, y = X[:, None, :], Y[None, :, :]
+    m = np.minimum(x, y)
+    return np.prod(1 + x * y + x * y * m - (x + y) / 2 * m ** 2 + m ** 3 / 3, axis=2)
+
+
+def _chi2_terms(X, Y):
+    np = _np()
+    X, Y = _pair(X, Y)
+    x, y = X[:, None, :], Y[None, :, :]
+    s = x + y
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(s == 0, 0.0, (x - y) ** 2 / np.where(s == 0, 1.0, s)).sum(axis=2)
+
+
+def _ref_histogram_intersection(X, Y):
+    np = _np()
+    X, Y = _pair(X, Y)
+    return np.minimum(X[:, None, :], Y[None, :, :]).sum(axis=2)
+
+
+def _ref_anova(X, Y, gamma, degree):
+    np = _np()
+    X, Y = _pair(X, Y)
+    D = X[:, None, :] - Y[None, :, :]
+    return np.exp(-gamma * D * D).sum(axis=2) ** degree
+
+
+def _same_names(params):
+    """The compiled loops' numbers of a kernel whose parameters are named as them."""
+    return {k: v for k, v in params.items() if k in ("gamma", "coef0", "degree", "order")}
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """One vector kernel.
+
+    Parameters
+    ----------
+    name : str
+        The name of ``pairwise_kernels(metric=...)`` and of ``kernel=``.
+    formula : str
+        k(x, y) in one line (the Gram function's summary).
+    params : tuple of Param
+        In the order of the Gram function's positional parameters.
+    geometry : str
+        One of :data:`GEOMETRIES`.
+    compiled : str or None
+        The name of its map in ``src/fk_maps.h`` (``FK_KINDS``), or None
+        (feature-wise kernels, and cosine: the linear map of normalised rows).
+    paths : frozenset of str
+        The subset of :data:`PATHS` that computes it.
+    bounded : bool
+        |k| <= 1 on finite data: its Grams need no finiteness scan.
+    reference : callable
+        ``reference(X, Y, **params)`` in NumPy/SciPy, params resolved.
+    aliases : tuple of str
+        Other names of the same kernel.
+    function : str
+        The Gram function's name in ``fastkern.pairwise`` (and ``fastkern``).
+    class_name : str or None
+        The kernel class's name in ``fastkern.kernels``.
+    compiled_args : callable
+        Resolved params -> the compiled loops' ``gamma``, ``coef0``,
+        ``degree`` and ``order`` (the keys it returns; the others default).
+    description : str
+        Paragraphs after the summary of the generated Gram function.
+    reference_url : str
+        Where the formula comes from (the independent reference of the tests).
+    """
+
+    name: str
+    formula: str
+    params: tuple
+    geometry: str
+    compiled: Optional[str]
+    paths: frozenset
+    bounded: bool
+    reference: Callable
+    aliases: tuple = ()
+    function: str = ""
+    class_name: Optional[str] = None
+    compiled_args: Callable = _same_names
+    description: str = ""
+    reference_url: str = ""
+
+    def __post_init__(self):
+        if self.geometry not in GEOMETRIES:
+            raise ValueError(f"geometry must be one of {GEOMETRIES}, got {self.geometry!r}")
+        if not self.paths <= set(PATHS) or "dense" not in self.paths:
+            raise ValueError(f"paths must include 'dense' and lie in {PATHS}")
+        if not self.function:
+            object.__setattr__(self, "function", f"{self.name}_kernel")
+
+    @property
+    def names(self):
+        """The name and its aliases."""
+        return (self.name,) + self.aliases
+
+    @property
+    def param_names(self):
+        return tuple(p.name for p in self.params)
+
+    def param(self, name):
+        """The :class:`Param` called ``name`` (KeyError if the kernel has none)."""
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def resolve(self, params, n_features=None):
+        """Every parameter checked, missing ones at their default, None resolved.
+
+        Parameters
+        ----------
+        params : mapping
+            Parameters of this kernel (others raise TypeError).
+        n_features : int, default=None
+            Columns of the data, for a default of 1 / n_features.
+
+        Returns
+        -------
+        dict
+            name -> float, in the order of :attr:`params`.
+        """
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise TypeError(f"{self.name} kernel got unexpected parameter(s) "
+                            f"{sorted(unknown)}; it takes {list(self.param_names)}")
+        return {p.name: p.resolve(params.get(p.name, p.default), n_features)
+                for p in self.params}
+
+    def compiled_numbers(self, params, n_features=None):
+        """The compiled loops' (gamma, coef0, degree, order) for these parameters."""
+        numbers = {"gamma": 1.0, "coef0": 0.0, "degree": 1.0, "order": 0.0}
+        numbers.update(self.compiled_args(self.resolve(params, n_features)))
+        return numbers
+
+
+_GAMMA = Param("gamma", None, "Kernel coefficient (>= 0); None means 1 / n_features.",
+               low=0.0, none="n_features")
+_COEF0 = Param("coef0", 1, "Constant term.")
+_ALL = frozenset(PATHS)
+_DENSE = frozenset(("dense", "float32"))
+_SKLEARN = "https://scikit-learn.org/stable/modules/metrics.html"
+_KERNLAB = "https://cran.r-project.org/package=kernlab"
+
+
+def _rq_args(p):
+    return {"gamma": 1.0 / (2.0 * p["alpha"] * p["length_scale"] ** 2), "degree": p["alpha"]}
+
+
+KERNELS = (
+    KernelDef("linear", "K(x, y) = <x, y>", (), "inner", "linear", _ALL, False,
+              lambda X, Y: _dot(X, Y), class_name="Linear", reference_url=_SKLEARN),
+    KernelDef("poly", "K(x, y) = (gamma <x, y> + coef0)^degree",
+              (Param("degree", 3, "Exponent (>= 1).", low=1.0), _GAMMA, _COEF0),
+              "inner", "poly", _ALL, False,
+              lambda X, Y, degree, gamma, coef0: (gamma * _dot(X, Y) + coef0) ** degree,
+              aliases=("polynomial",), function="polynomial_kernel", class_name="Polynomial",
+              reference_url=_SKLEARN),
+    KernelDef("rbf", "K(x, y) = exp(-gamma ||x - y||^2)", (_GAMMA,), "sqdist", "rbf", _ALL,
+              True, lambda X, Y, gamma: _np().exp(-gamma * _sqdist(X, Y)), class_name="RBF",
+              reference_url=_SKLEARN),
+    KernelDef("laplacian", "K(x, y) = exp(-gamma ||x - y||_1)", (_GAMMA,), "l1", "laplacian",
+              _ALL, True,
+              lambda X, Y, gamma: _np().exp(-gamma * _l1dist(X, Y)),
+              class_name="Laplacian", reference_url=_SKLEARN),
+    KernelDef("sigmoid", "K(x, y) = tanh(gamma <x, y> + coef0)", (_GAMMA, _COEF0), "inner",
+              "sigmoid", _ALL, True,
+              lambda X, Y, gamma, coef0: _np().tanh(gamma * _dot(X, Y) + coef0),
+              class_name="Sigmoid", reference_url=_SKLEARN),
+    KernelDef("exponential", "K(x, y) = exp(gamma <x, y>)", (_GAMMA,), "inner", "exponential",
+              _ALL, False, lambda X, Y, gamma: _np().exp(gamma * _dot(X, Y)),
+              class_name="Exponential"),
+    KernelDef("cosine", "K(x, y) = <x, y> / (|x| |y|)", (), "inner", None,
+              frozenset(("dense", "sparse", "float32")), True, _ref_cosine,
+              function="cosine_similarity", reference_url=_SKLEARN),
+    KernelDef("laplacian_l2", "K(x, y) = exp(-gamma ||x - y||_2)",
+              (Param("gamma", None, "Kernel coefficient (> 0); None means 1 / n_features.",
+                     low=0.0, low_inclusive=False, none="n_features"),),
+              "sqdist", "laplacian_l2", _ALL, True,
+              lambda X, Y, gamma: _np().exp(-gamma * _np().sqrt(_sqdist(X, Y))),
+              class_name="LaplacianL2", reference_url=_KERNLAB),
+    KernelDef("anova", "K(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree",
+              (Param("gamma", 1.0, "The scale (> 0), kernlab's sigma; None means 1.0.",
+                     low=0.0, low_inclusive=False, none=1.0),
+               Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
+              "featurewise", None, _DENSE, False, _ref_anova, class_name="Anova",
+              reference_url=_KERNLAB),
+    KernelDef("bessel", "K(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, "
+              "r = gamma ||x - y||_2",
+              (Param("gamma", 1.0, "Scale of the distance (> 0, kernlab's sigma); None "
+                     "means 1.0.", low=0.0, low_inclusive=False, none=1.0),
+               Param("order", 1, "The order nu, in [0, 100].", low=0.0, high=100.0),
+               Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
+              "sqdist", "bessel", _ALL, True, _ref_bessel, class_name="Bessel",
+              reference_url=_KERNLAB),
+    KernelDef("spline", "kernlab's infinite linear spline kernel", (), "featurewise", None,
+              _DENSE, False, lambda X, Y: _ref_spline(X, Y), class_name="Spline",
+              reference_url=_KERNLAB),
+    KernelDef("chi2", "K(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k))",
+              (Param("gamma", 1.0, "Kernel coefficient (> 0).", low=0.0,
+                     low_inclusive=False),),
+              "featurewise", None, _DENSE, True,
+              lambda X, Y, gamma: _np().exp(-gamma * _chi2_terms(X, Y)), class_name="Chi2",
+              reference_url=_SKLEARN),
+    KernelDef("additive_chi2", "K(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k)", (),
+              "featurewise", None, _DENSE, False, lambda X, Y: -_chi2_terms(X, Y),
+              class_name="AdditiveChi2", reference_url=_SKLEARN),
+    KernelDef("histogram_intersection", "K(x, y) = sum_k min(x_k, y_k)", (), "featurewise",
+              None, _DENSE, False, _ref_histogram_intersection,
+              class_name="HistogramIntersection"),
+)
+
+#: Every name and alias -> its KernelDef.
+BY_NAME = {name: k for k in KERNELS for name in k.names}
+
+
+def get(name):
+    """Return the :class:`KernelDef` of a kernel name or alias (ValueError if unknown)."""
+    try:
+        return BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"Unknown kernel {name!r}; expected one of {sorted(BY_NAME)}") \
+            from None
+
+
+def _check_names():
+    """Each name defined once (at import: a duplicate entry is a programming error)."""
+    names = [name for k in KERNELS for name in k.names]
+    if len(names) != len(set(names)):
+        raise RuntimeError(f"kernel names defined twice: {sorted(names)}")
+
+
+_check_names()
