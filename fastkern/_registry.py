@@ -84,77 +84,50 @@ def _np():
     return np
 
 
-def _pair(X, Y):
-    np = _np()
-    X = np.asarray(X, dtype=np.float64)
-    return X, X if Y is None else np.asarray(Y, dtype=np.float64)
+def _inner(x, y):
+    return (x * y).sum(axis=-1)
 
 
-def _sqdist(X, Y):
+def _sqdist(x, y):
     """Squared Euclidean distances from direct differences (no expansion)."""
-    X, Y = _pair(X, Y)
-    D = X[:, None, :] - Y[None, :, :]
-    return (D * D).sum(axis=2)
+    return ((x - y) ** 2).sum(axis=-1)
 
 
-def _l1dist(X, Y):
-    X, Y = _pair(X, Y)
-    return _np().abs(X[:, None, :] - Y[None, :, :]).sum(axis=2)
+def _l1dist(x, y):
+    return _np().abs(x - y).sum(axis=-1)
 
 
-def _dot(X, Y):
-    X, Y = _pair(X, Y)
-    return X @ Y.T
+#: Geometry -> the quantity of two broadcast row arrays (features last).
+_GEOMETRY = {"inner": _inner, "sqdist": _sqdist, "l1": _l1dist}
 
 
-def _ref_cosine(X, Y):
+def _unit_rows(A):
+    """A with rows of unit L2 norm; zero rows stay zero."""
     np = _np()
-    X, Y = _pair(X, Y)
-    nx = np.linalg.norm(X, axis=1)
-    ny = np.linalg.norm(Y, axis=1)
-    nx[nx == 0] = 1
-    ny[ny == 0] = 1
-    return (X / nx[:, None]) @ (Y / ny[:, None]).T
+    norms = np.linalg.norm(A, axis=1)
+    return A / np.where(norms == 0, 1.0, norms)[:, None]
 
 
-def _ref_bessel(X, Y, gamma, order, degree):
+def _bessel(d2, gamma, order, degree):
     np = _np()
     from scipy.special import gammaln, jv
 
-    r = gamma * np.sqrt(_sqdist(X, Y))
+    r = gamma * np.sqrt(d2)
     with np.errstate(divide="ignore", invalid="ignore"):
         k = jv(order, r) * np.exp(gammaln(order + 1) + order * np.log(2.0 / r))
     return np.where(r == 0, 1.0, k) ** degree
 
 
-def _ref_spline(X, Y):
-    np = _np()
-    X, Y = _pair(X, Y)
-    x, y = X[:, None, :], Y[None, :, :]
-    m = np.minimum(x, y)
-    return np.prod(1 + x * y + x * y * m - (x + y) / 2 * m ** 2 + m ** 3 / 3, axis=2)
+def _spline(x, y):
+    m = _np().minimum(x, y)
+    return (1 + x * y + x * y * m - (x + y) / 2 * m ** 2 + m ** 3 / 3).prod(axis=-1)
 
 
-def _chi2_terms(X, Y):
+def _chi2_terms(x, y):
     np = _np()
-    X, Y = _pair(X, Y)
-    x, y = X[:, None, :], Y[None, :, :]
     s = x + y
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(s == 0, 0.0, (x - y) ** 2 / np.where(s == 0, 1.0, s)).sum(axis=2)
-
-
-def _ref_histogram_intersection(X, Y):
-    np = _np()
-    X, Y = _pair(X, Y)
-    return np.minimum(X[:, None, :], Y[None, :, :]).sum(axis=2)
-
-
-def _ref_anova(X, Y, gamma, degree):
-    np = _np()
-    X, Y = _pair(X, Y)
-    D = X[:, None, :] - Y[None, :, :]
-    return np.exp(-gamma * D * D).sum(axis=2) ** degree
+        return np.where(s == 0, 0.0, (x - y) ** 2 / np.where(s == 0, 1.0, s)).sum(axis=-1)
 
 
 def _same_names(params):
@@ -183,8 +156,12 @@ class KernelDef:
         The subset of :data:`PATHS` that computes it.
     bounded : bool
         |k| <= 1 on finite data: its Grams need no finiteness scan.
-    reference : callable
-        ``reference(X, Y, **params)`` in NumPy/SciPy, params resolved.
+    value : callable
+        The formula in NumPy/SciPy, params resolved: ``value(g, **params)``
+        of the geometry's quantity g (inner product, squared or L1
+        distance), or for "featurewise" ``value(x, y, **params)`` of row
+        arrays broadcast against each other, features on the last axis.
+        :meth:`reference` and :meth:`paired` evaluate it.
     aliases : tuple of str
         Other names of the same kernel.
     function : str
@@ -198,6 +175,8 @@ class KernelDef:
         Paragraphs after the summary of the generated Gram function.
     reference_url : str
         Where the formula comes from (the independent reference of the tests).
+    normalized : bool
+        The kernel of the rows scaled to unit L2 norm (cosine).
     """
 
     name: str
@@ -207,13 +186,14 @@ class KernelDef:
     compiled: Optional[str]
     paths: frozenset
     bounded: bool
-    reference: Callable
+    value: Callable
     aliases: tuple = ()
     function: str = ""
     class_name: Optional[str] = None
     compiled_args: Callable = _same_names
     description: str = ""
     reference_url: str = ""
+    normalized: bool = False
 
     def __post_init__(self):
         if self.geometry not in GEOMETRIES:
@@ -222,6 +202,26 @@ class KernelDef:
             raise ValueError(f"paths must include 'dense' and lie in {PATHS}")
         if not self.function:
             object.__setattr__(self, "function", f"{self.name}_kernel")
+
+    def _rows(self, A):
+        np = _np()
+        A = np.asarray(A, dtype=np.float64)
+        return _unit_rows(A) if self.normalized else A
+
+    def _evaluate(self, a, b, params):
+        if self.geometry == "featurewise":
+            return self.value(a, b, **params)
+        return self.value(_GEOMETRY[self.geometry](a, b), **params)
+
+    def paired(self, A, B, **params):
+        """Return k(A[i], B[i]) for each row i, in NumPy (params resolved: :meth:`resolve`)."""
+        return self._evaluate(self._rows(A), self._rows(B), params)
+
+    def reference(self, X, Y=None, **params):
+        """Return the Gram k(X, Y) in NumPy, O(n m d) memory: for tests and small data."""
+        X = self._rows(X)
+        Y = X if Y is None else self._rows(Y)
+        return self._evaluate(X[:, None, :], Y[None, :, :], params)
 
     @property
     def names(self):
@@ -283,64 +283,61 @@ def _rq_args(p):
 
 KERNELS = (
     KernelDef("linear", "K(x, y) = <x, y>", (), "inner", "linear", _ALL, False,
-              lambda X, Y: _dot(X, Y), class_name="Linear", reference_url=_SKLEARN),
+              lambda g: g, class_name="Linear", reference_url=_SKLEARN),
     KernelDef("poly", "K(x, y) = (gamma <x, y> + coef0)^degree",
               (Param("degree", 3, "Exponent (>= 1).", low=1.0), _GAMMA, _COEF0),
               "inner", "poly", _ALL, False,
-              lambda X, Y, degree, gamma, coef0: (gamma * _dot(X, Y) + coef0) ** degree,
+              lambda g, degree, gamma, coef0: (gamma * g + coef0) ** degree,
               aliases=("polynomial",), function="polynomial_kernel", class_name="Polynomial",
               reference_url=_SKLEARN),
     KernelDef("rbf", "K(x, y) = exp(-gamma ||x - y||^2)", (_GAMMA,), "sqdist", "rbf", _ALL,
-              True, lambda X, Y, gamma: _np().exp(-gamma * _sqdist(X, Y)), class_name="RBF",
+              True, lambda d2, gamma: _np().exp(-gamma * d2), class_name="RBF",
               reference_url=_SKLEARN),
     KernelDef("laplacian", "K(x, y) = exp(-gamma ||x - y||_1)", (_GAMMA,), "l1", "laplacian",
-              _ALL, True,
-              lambda X, Y, gamma: _np().exp(-gamma * _l1dist(X, Y)),
+              _ALL, True, lambda d1, gamma: _np().exp(-gamma * d1),
               class_name="Laplacian", reference_url=_SKLEARN),
     KernelDef("sigmoid", "K(x, y) = tanh(gamma <x, y> + coef0)", (_GAMMA, _COEF0), "inner",
-              "sigmoid", _ALL, True,
-              lambda X, Y, gamma, coef0: _np().tanh(gamma * _dot(X, Y) + coef0),
+              "sigmoid", _ALL, True, lambda g, gamma, coef0: _np().tanh(gamma * g + coef0),
               class_name="Sigmoid", reference_url=_SKLEARN),
     KernelDef("exponential", "K(x, y) = exp(gamma <x, y>)", (_GAMMA,), "inner", "exponential",
-              _ALL, False, lambda X, Y, gamma: _np().exp(gamma * _dot(X, Y)),
-              class_name="Exponential"),
+              _ALL, False, lambda g, gamma: _np().exp(gamma * g), class_name="Exponential"),
     KernelDef("cosine", "K(x, y) = <x, y> / (|x| |y|)", (), "inner", None,
-              frozenset(("dense", "sparse", "float32")), True, _ref_cosine,
-              function="cosine_similarity", reference_url=_SKLEARN),
+              frozenset(("dense", "sparse", "float32")), True, lambda g: g,
+              function="cosine_similarity", reference_url=_SKLEARN, normalized=True),
     KernelDef("laplacian_l2", "K(x, y) = exp(-gamma ||x - y||_2)",
               (Param("gamma", None, "Kernel coefficient (> 0); None means 1 / n_features.",
                      low=0.0, low_inclusive=False, none="n_features"),),
               "sqdist", "laplacian_l2", _ALL, True,
-              lambda X, Y, gamma: _np().exp(-gamma * _np().sqrt(_sqdist(X, Y))),
+              lambda d2, gamma: _np().exp(-gamma * _np().sqrt(d2)),
               class_name="LaplacianL2", reference_url=_KERNLAB),
     KernelDef("anova", "K(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree",
               (Param("gamma", 1.0, "The scale (> 0), kernlab's sigma; None means 1.0.",
                      low=0.0, low_inclusive=False, none=1.0),
                Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
-              "featurewise", None, _DENSE, False, _ref_anova, class_name="Anova",
-              reference_url=_KERNLAB),
+              "featurewise", None, _DENSE, False,
+              lambda x, y, gamma, degree: _np().exp(-gamma * (x - y) ** 2).sum(axis=-1)
+              ** degree, class_name="Anova", reference_url=_KERNLAB),
     KernelDef("bessel", "K(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, "
               "r = gamma ||x - y||_2",
               (Param("gamma", 1.0, "Scale of the distance (> 0, kernlab's sigma); None "
                      "means 1.0.", low=0.0, low_inclusive=False, none=1.0),
                Param("order", 1, "The order nu, in [0, 100].", low=0.0, high=100.0),
                Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
-              "sqdist", "bessel", _ALL, True, _ref_bessel, class_name="Bessel",
+              "sqdist", "bessel", _ALL, True, _bessel, class_name="Bessel",
               reference_url=_KERNLAB),
     KernelDef("spline", "kernlab's infinite linear spline kernel", (), "featurewise", None,
-              _DENSE, False, lambda X, Y: _ref_spline(X, Y), class_name="Spline",
-              reference_url=_KERNLAB),
+              _DENSE, False, _spline, class_name="Spline", reference_url=_KERNLAB),
     KernelDef("chi2", "K(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k))",
               (Param("gamma", 1.0, "Kernel coefficient (> 0).", low=0.0,
                      low_inclusive=False),),
               "featurewise", None, _DENSE, True,
-              lambda X, Y, gamma: _np().exp(-gamma * _chi2_terms(X, Y)), class_name="Chi2",
+              lambda x, y, gamma: _np().exp(-gamma * _chi2_terms(x, y)), class_name="Chi2",
               reference_url=_SKLEARN),
     KernelDef("additive_chi2", "K(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k)", (),
-              "featurewise", None, _DENSE, False, lambda X, Y: -_chi2_terms(X, Y),
+              "featurewise", None, _DENSE, False, lambda x, y: -_chi2_terms(x, y),
               class_name="AdditiveChi2", reference_url=_SKLEARN),
     KernelDef("histogram_intersection", "K(x, y) = sum_k min(x_k, y_k)", (), "featurewise",
-              None, _DENSE, False, _ref_histogram_intersection,
+              None, _DENSE, False, lambda x, y: _np().minimum(x, y).sum(axis=-1),
               class_name="HistogramIntersection"),
 )
 

@@ -25,6 +25,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
+from fastkern import _registry
 from fastkern._eigen import (block_eigsh, column_signs, krylov_basis, randomized_eigsh,
                              top_eigh)
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, gram_dtype, is_precomputed,
@@ -44,7 +45,7 @@ EIGEN_SOLVERS = ("auto", "dense", "block_krylov", "arpack", "randomized", "matri
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
 LARGE_N_SOLVERS = ("matrix-free", "nystrom")
-_BOUNDED_KERNELS = ("rbf", "laplacian", "sigmoid", "cosine")
+_BOUNDED_KERNELS = tuple(name for k in _registry.KERNELS if k.bounded for name in k.names)
 
 
 def krylov_block_size(k):
@@ -476,8 +477,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
              if solver == "block_krylov" and not self._precomputed else None)
         if K is None:
             K = self._full_gram(X)
-        # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
-        # X: only the other kernels can overflow, so only they pay a pass over K.
+        # The bounded kernels' values (RBF, Laplacian, sigmoid, cosine, ...: the
+        # registry's) lie in [-1, 1] for finite X: only the other kernels can
+        # overflow, so only they pay a pass over K.
         if self.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
             raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
                              "kernel? check gamma)")
