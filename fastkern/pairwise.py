@@ -30,6 +30,7 @@ has no hand-written one below (``rational_quadratic_kernel``, for instance).
 import contextlib
 import inspect
 import re
+import textwrap
 
 import numpy as np
 
@@ -875,7 +876,7 @@ def _generated_function(kdef):
 
     lines = [f"Compute the {kdef.name.replace('_', ' ')} kernel {kdef.formula}.", ""]
     if kdef.description:
-        lines += [kdef.description, ""]
+        lines += textwrap.wrap(kdef.description, 79) + [""]
     lines += ["Parameters", "----------", "@XY@" if "sparse" in kdef.paths else "@XY_dense@"]
     lines += [p.describe() for p in kdef.params]
     lines += ["@out@"] + (["@path@"] if takes_path else []) + ["", "@K@"]
