@@ -336,6 +336,19 @@ KERNELS = (
     KernelDef("additive_chi2", "K(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k)", (),
               "featurewise", None, _DENSE, False, lambda x, y: -_chi2_terms(x, y),
               class_name="AdditiveChi2", reference_url=_SKLEARN),
+    KernelDef("rational_quadratic", "K(x, y) = (1 + ||x - y||^2 / (2 alpha l^2))^(-alpha)",
+              (Param("alpha", 1.0, "The scale mixture parameter (> 0).", low=0.0,
+                     low_inclusive=False),
+               Param("length_scale", 1.0, "The length scale l (> 0).", low=0.0,
+                     low_inclusive=False)),
+              "sqdist", "rational_quadratic", _ALL, True,
+              lambda d2, alpha, length_scale: (1 + d2 / (2 * alpha * length_scale ** 2))
+              ** -alpha,
+              aliases=("rq",), class_name="RationalQuadratic", compiled_args=_rq_args,
+              description="scikit-learn's ``gaussian_process.kernels.RationalQuadratic"
+              "(length_scale, alpha)``: a scale mixture of RBF kernels of different "
+              "length scales.",
+              reference_url="https://scikit-learn.org/stable/modules/gaussian_process.html"),
     KernelDef("histogram_intersection", "K(x, y) = sum_k min(x_k, y_k)", (), "featurewise",
               None, _DENSE, False, lambda x, y: _np().minimum(x, y).sum(axis=-1),
               class_name="HistogramIntersection"),

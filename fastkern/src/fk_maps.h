@@ -446,7 +446,8 @@ FK_DEFINE_MAPS(float, f)
     X(SIGMOID, "sigmoid", FK_INNER)                      \
     X(EXPONENTIAL, "exponential", FK_INNER)              \
     X(LAPLACIAN_L2, "laplacian_l2", FK_SQDIST)           \
-    X(BESSEL, "bessel", FK_SQDIST)
+    X(BESSEL, "bessel", FK_SQDIST)                       \
+    X(RATIONAL_QUADRATIC, "rational_quadratic", FK_SQDIST)
 
 enum { FK_INNER = 0, FK_SQDIST = 1, FK_L1 = 2 };
 #define FK_KIND_ENUM(id, name, geometry) FK_K_##id,
@@ -485,6 +486,10 @@ static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind, double
     case FK_K_LAPLACIAN_L2:
         for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_d(-gamma * sqrt(g[j]));
         break;
+    case FK_K_RATIONAL_QUADRATIC:
+        /* (1 + gamma d2)^-alpha, gamma = 1 / (2 alpha l^2), alpha in degree. */
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * log1p(gamma * g[j]));
+        break;
     default:
         break;
     }
@@ -498,6 +503,10 @@ static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind, double 
     switch (kind) {
     case FK_K_LAPLACIAN_L2:
         for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_f((float)-gamma * sqrtf(g[j]));
+        break;
+    case FK_K_RATIONAL_QUADRATIC:
+        for (ptrdiff_t j = 0; j < n; j++)
+            g[j] = (float)exp(-degree * log1p(gamma * (double)g[j]));
         break;
     default:
         break;
