@@ -173,6 +173,8 @@ class KernelDef:
         ``degree`` and ``order`` (the keys it returns; the others default).
     description : str
         Paragraphs after the summary of the generated Gram function.
+    title : str
+        The kernel's name in prose (default: ``name`` with spaces).
     reference_url : str
         Where the formula comes from (the independent reference of the tests).
     normalized : bool
@@ -194,6 +196,7 @@ class KernelDef:
     description: str = ""
     reference_url: str = ""
     normalized: bool = False
+    title: str = ""
 
     def __post_init__(self):
         if self.geometry not in GEOMETRIES:
@@ -202,6 +205,8 @@ class KernelDef:
             raise ValueError(f"paths must include 'dense' and lie in {PATHS}")
         if not self.function:
             object.__setattr__(self, "function", f"{self.name}_kernel")
+        if not self.title:
+            object.__setattr__(self, "title", self.name.replace("_", " "))
 
     def _rows(self, A):
         np = _np()
@@ -295,12 +300,18 @@ KERNELS = (
               reference_url=_SKLEARN),
     KernelDef("laplacian", "K(x, y) = exp(-gamma ||x - y||_1)", (_GAMMA,), "l1", "laplacian",
               _ALL, True, lambda d1, gamma: _np().exp(-gamma * d1),
-              class_name="Laplacian", reference_url=_SKLEARN),
+              class_name="Laplacian", reference_url=_SKLEARN, title="Laplacian",
+              description="The L1 distance, as scikit-learn; ``laplacian_l2_kernel`` is "
+              "kernlab's, of the Euclidean distance."),
     KernelDef("sigmoid", "K(x, y) = tanh(gamma <x, y> + coef0)", (_GAMMA, _COEF0), "inner",
               "sigmoid", _ALL, True, lambda g, gamma, coef0: _np().tanh(gamma * g + coef0),
-              class_name="Sigmoid", reference_url=_SKLEARN),
+              class_name="Sigmoid", reference_url=_SKLEARN,
+              description="Not positive definite in general (only for some gamma, coef0 "
+              "and data)."),
     KernelDef("exponential", "K(x, y) = exp(gamma <x, y>)", (_GAMMA,), "inner", "exponential",
-              _ALL, False, lambda g, gamma: _np().exp(gamma * g), class_name="Exponential"),
+              _ALL, False, lambda g, gamma: _np().exp(gamma * g), class_name="Exponential",
+              description="Positive definite (the exponential of the linear kernel).  Large "
+              "gamma <x, y> overflows to inf exactly as numpy's exp would."),
     KernelDef("cosine", "K(x, y) = <x, y> / (|x| |y|)", (), "inner", None,
               frozenset(("dense", "sparse", "float32")), True, lambda g: g,
               function="cosine_similarity", reference_url=_SKLEARN, normalized=True),

@@ -32,7 +32,10 @@ as scikit-learn upcasts), clamped at 0.  Sparse data cannot be centred (that
 would make it dense), so the dense BLAS path's second safeguard does all the
 work: an entry whose d2 is below 1/16 of |x|^2 + |y|^2 has cancelled most of
 its digits and is recomputed from the differences of the two rows (a merge of
-their sorted index lists).  The diagonal of K(X, X) is exactly 1.  Laplacian's
+their sorted index lists).  The diagonal of K(X, X) is exactly 1.  The other
+kernels of the squared distance (the FK_SQDIST kinds: laplacian_l2, Bessel,
+...) take the same d2, recomputed by the same rule (0 on the diagonal), and
+map it with the dense path's ``map_dist``.  Laplacian's
 L1 distances are computed directly by the same merge, per pair, as
 scikit-learn's sparse manhattan_distances.
 

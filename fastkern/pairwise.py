@@ -373,7 +373,7 @@ class PackedUpperGram:
         return self.columns(np.arange(self.shape[0]))
 
 
-def _upper_triangle_gram(X, kernel, params, *, n_threads=None):
+def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     """k(X, X) as a PackedUpperGram (the tiles on and above the diagonal), or None.
 
     For an operator that multiplies by the upper triangle alone
@@ -383,7 +383,7 @@ def _upper_triangle_gram(X, kernel, params, *, n_threads=None):
     the upper triangle in a full matrix); packed, the matrix also takes half
     the memory, and half the page faults of a new buffer.  X: dense float64
     (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None: use the
-    full Gram).  params: the kernel's, as its function takes them.
+    full Gram).  params: the kernel's, as its function takes them (None: defaults).
     """
     kdef = _UPPER_TRIANGLE_KERNELS.get(kernel)
     if kdef is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
@@ -391,7 +391,7 @@ def _upper_triangle_gram(X, kernel, params, *, n_threads=None):
     X, _, _ = check_pair(X, None)
     n_threads = check_n_threads(n_threads)
     d = X.shape[1]
-    numbers = kdef.compiled_numbers(params, d)
+    numbers = kdef.compiled_numbers(params or {}, d)
     kind = _CODES[kdef.compiled]
     n = X.shape[0]
     path = tile_path(kind, d, n_rows=n)
@@ -524,64 +524,6 @@ def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
            [0.3679, 1.    ]])
     """
     return _registered("rbf", X, Y, {"gamma": gamma}, out, n_threads, path)
-
-
-@_doc
-def laplacian_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """Compute the Laplacian kernel K(x, y) = exp(-gamma ||x - y||_1).
-
-    The L1 distance, as scikit-learn; ``laplacian_l2_kernel`` is kernlab's, of the
-    Euclidean distance.
-
-    Parameters
-    ----------
-    @XY@
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    @out@
-
-    @K@
-    """
-    return _registered("laplacian", X, Y, {"gamma": gamma}, out, n_threads)
-
-
-@_doc
-def sigmoid_kernel(X, Y=None, gamma=None, coef0=1, *, out=None, n_threads=None):
-    """Compute the sigmoid kernel K(x, y) = tanh(gamma <x, y> + coef0).
-
-    Not positive definite in general (only for some gamma, coef0 and data).
-
-    Parameters
-    ----------
-    @XY@
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    coef0 : float, default=1
-        Constant term.
-    @out@
-
-    @K@
-    """
-    return _registered("sigmoid", X, Y, {"gamma": gamma, "coef0": coef0}, out, n_threads)
-
-
-@_doc
-def exponential_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """Compute the exponential kernel K(x, y) = exp(gamma <x, y>).
-
-    Positive definite (the exponential of the linear kernel).  Large gamma <x, y>
-    overflows to inf exactly as numpy's exp would.
-
-    Parameters
-    ----------
-    @XY@
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    @out@
-
-    @K@
-    """
-    return _registered("exponential", X, Y, {"gamma": gamma}, out, n_threads)
 
 
 def _normalized_rows(A):
@@ -860,7 +802,8 @@ def _generated_function(kdef):
     """
     P = inspect.Parameter
     names = kdef.param_names
-    takes_path = _CODES[kdef.compiled] in _PATH_KINDS
+    # The distance kernels choose among paths (the L1 one has only the direct path).
+    takes_path = kdef.geometry == "sqdist"
     signature = inspect.Signature(
         [P("X", P.POSITIONAL_OR_KEYWORD), P("Y", P.POSITIONAL_OR_KEYWORD, default=None)]
         + [P(p.name, P.POSITIONAL_OR_KEYWORD, default=p.default) for p in kdef.params]
@@ -874,7 +817,7 @@ def _generated_function(kdef):
         return _registered(kdef.name, a["X"], a["Y"], {n: a[n] for n in names}, a["out"],
                            a["n_threads"], a.get("path"))
 
-    lines = [f"Compute the {kdef.name.replace('_', ' ')} kernel {kdef.formula}.", ""]
+    lines = [f"Compute the {kdef.title} kernel {kdef.formula}.", ""]
     if kdef.description:
         lines += textwrap.wrap(kdef.description, 79) + [""]
     lines += ["Parameters", "----------", "@XY@" if "sparse" in kdef.paths else "@XY_dense@"]
@@ -894,6 +837,7 @@ def _generated_function(kdef):
 for _kdef in _COMPILED:
     if _kdef.function not in globals():
         globals()[_kdef.function] = _generated_function(_kdef)
+    if _kdef.function not in __all__:
         __all__.append(_kdef.function)
 del _kdef
 
