@@ -345,25 +345,16 @@ def standardise(X):
 def resolve_gamma(gamma, X, kernel):
     """The numeric gamma the kernel will use on X, None for a kernel without one.
 
-    "median"/"scale" by fastkern's one rule (resolve_gamma); None by the
-    kernel function's own default (1 / number of features where it is None,
-    as scikit-learn), so that the summary can print the value.
+    "median"/"scale" by fastkern's one rule (``_kernel_api.resolve_gamma``,
+    through the spec); None by the kernel's registry default (1 / number of
+    features where it is None, as scikit-learn), so that the summary can
+    print the value.
     """
-    import inspect
-
-    from fastkern._kernel_api import resolve_gamma as resolve
-    from fastkern._kernel_api import takes_gamma
+    from fastkern._kernel_api import KernelSpec, takes_gamma
 
     if not takes_gamma(kernel):
         return None
-    if gamma is None:
-        from fastkern import pairwise
-
-        function = getattr(pairwise, "_FUNCTIONS", {}).get(kernel)
-        default = (inspect.signature(function).parameters["gamma"].default
-                   if function is not None else None)
-        return 1.0 / X.shape[1] if default is None else float(default)
-    return resolve(gamma, X, kernel)
+    return KernelSpec.from_params(kernel, gamma=gamma, X=X).gamma(X.shape[1])
 
 
 def gamma_text(gamma, given):
