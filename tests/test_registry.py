@@ -313,3 +313,21 @@ def test_kernel_tests_resolve_gamma_as_the_estimators(gamma, rq_data):
 
     expected = resolve_gamma(gamma, np.concatenate([X, Y]), "rbf")
     assert r.kernel_params["gamma"] == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("path", ["direct", "dot", "blas"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["float64", "float32"])
+def test_rational_quadratic_keeps_accuracy_far_from_the_origin(path, dtype):
+    # Rows at offset 1000 with a spread of 0.01: the expansion |x|^2 + |y|^2 - 2 x.y
+    # would cancel every digit; the RBF path's centring and recomputation (which
+    # every squared-distance kernel shares) keep the distances.  scikit-learn's
+    # RationalQuadratic takes direct differences (scipy's pdist/cdist).
+    rng = np.random.default_rng(11)
+    X = (1000.0 + 0.01 * rng.normal(size=(200, 40))).astype(dtype)
+    Y = (1000.0 + 0.01 * rng.normal(size=(150, 40))).astype(dtype)
+    l = 0.02
+    expected = RationalQuadratic(length_scale=l, alpha=0.5)(X.astype(np.float64),
+                                                            Y.astype(np.float64))
+    K = fastkern.rational_quadratic_kernel(X, Y, alpha=0.5, length_scale=l, path=path)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(K, expected, rtol=rtol)
