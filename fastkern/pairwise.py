@@ -37,7 +37,7 @@ import numpy as np
 from fastkern import _centering, _featurewise, _gram, _registry, _sparse
 from fastkern._threads import blas_limit
 from fastkern._validation import (
-    check_n_threads, check_out, check_pair, check_pair_sparse, check_real, is_sparse,
+    check_n_threads, check_out, check_pair, check_pair_sparse, is_sparse,
 )
 
 __all__ = [
@@ -72,10 +72,9 @@ _SPARSE_KINDS = frozenset(_CODES[k.compiled] for k in _COMPILED if "sparse" in k
 _DISTANCE_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "sqdist")
 _L1_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "l1")
 _PATH_KINDS = _DISTANCE_KINDS + _L1_KINDS
-_BESSEL_ORDER = _registry.get("bessel").param("order")
 # kernlab's lim = 1 / (Gamma(nu + 1) 2^nu) overflows beyond nu = 170; fastkern's
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
-MAX_BESSEL_ORDER = _BESSEL_ORDER.high
+MAX_BESSEL_ORDER = _registry.get("bessel").param("order").high
 
 # Docstring fragments shared by the Gram functions: ``@name@`` in a docstring
 # is replaced by _DOC[name] (see _doc).
@@ -200,27 +199,6 @@ def uses_direct_path(kind, n_features, dtype=np.float64, n_rows=None):
         Whether ``tile_path`` gives "direct".
     """
     return tile_path(kind, n_features, dtype, n_rows) == "direct"
-
-
-def default_gamma(gamma, n_features):
-    """Return gamma as the compiled loops take it.
-
-    Parameters
-    ----------
-    gamma : float or None
-        None means 1 / n_features, scikit-learn's default (computed here and
-        nowhere else); a number is checked to be finite and >= 0.
-    n_features : int
-        Columns of the data.
-
-    Returns
-    -------
-    gamma : float
-        The value the kernel uses.
-    """
-    if gamma is None:
-        return 1.0 / n_features
-    return check_real(gamma, "gamma", low=0.0)
 
 
 def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_threads,
