@@ -57,6 +57,12 @@ _PUBLIC = {
     "stringdot": "structured",
 }
 
+# The Gram function of every registered kernel (fastkern._registry: no numpy
+# at import), the ones generated from its entry included.
+from fastkern import _registry  # noqa: E402  isort: skip
+
+_PUBLIC.update({k.function: "pairwise" for k in _registry.KERNELS})
+
 __all__ = sorted(_PUBLIC)
 
 

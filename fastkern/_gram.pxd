@@ -4,21 +4,9 @@ from libc.math cimport pow, tanh
 
 from fastkern._maps cimport (
     FK_MAX_SEG, fk_affine_d, fk_affine_f, fk_ipow_d, fk_ipow_f, fk_vexp_d, fk_vexp_f,
+    K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_SIGMOID, K_EXPONENTIAL, K_LAPLACIAN_L2, K_BESSEL,
+    FK_INNER, FK_SQDIST, FK_L1, fk_kind_geometry,
 )
-
-# The kernel codes of every tile loop (dense, sparse, matrix-free).  cpdef: Python
-# sees the same numbers as _gram.KernelKind, so there is one table, not two.
-cpdef enum KernelKind:
-    K_LINEAR = 0
-    K_POLY = 1
-    K_RBF = 2
-    K_LAPLACIAN = 3
-    K_SIGMOID = 4
-    K_EXPONENTIAL = 5
-    # Functions of the Euclidean distance, computed from the RBF path's squared
-    # distances: dense Gram only, no sparse or matrix-free loop.
-    K_LAPLACIAN_L2 = 6
-    K_BESSEL = 7
 
 cdef struct KernelSpec:
     int kind
@@ -31,7 +19,22 @@ cdef struct KernelSpec:
     double lognorm    # Bessel: log(Gamma(nu + 1) 2^nu), which makes k(x, x) = 1
 
 cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
-                          bint direct) noexcept nogil
+                          double order, bint direct) noexcept nogil
+
+cdef void map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil
+
+
+cdef inline void sqdist_from_dot(double *g, const double *yn, double xn,
+                                 Py_ssize_t n) noexcept nogil:
+    """g[j] = |x|^2 + |y_j|^2 - 2 g[j], or -1 where that cancelled (the rule of
+    fk_rbf_dot: below FK_RECOMPUTE of |x|^2 + |y_j|^2), for the caller to
+    recompute directly."""
+    cdef Py_ssize_t j
+    cdef double s, d2
+    for j in range(n):
+        s = xn + yn[j]
+        d2 = s - 2.0 * g[j]
+        g[j] = -1.0 if d2 < s * (1.0 / 16) else d2
 
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t ldyt, Py_ssize_t d,

@@ -14,10 +14,11 @@ stays in cache:
   fastkern's register tiles (``fk_dot_tile_d``, Y's centred rows
   transposed) instead of a dgemm, whose packing outweighs its short sums.
 
-The Euclidean Laplacian exp(-gamma |x - y|) and kernlab's Bessel kernel are
-functions of the distance: they take the RBF kernel's squared distances, on
-either path with its safeguards below, and map them (sqrt, then the exp or
-the Bessel function) in the tile instead of exp(-gamma d2).
+Every other kernel of the squared Euclidean distance (the FK_SQDIST kinds of
+src/fk_maps.h: the Euclidean Laplacian exp(-gamma |x - y|), kernlab's Bessel
+kernel, ...) takes the RBF kernel's squared distances, on either path with
+its safeguards below, and maps them in the tile (``map_dist``) instead of
+exp(-gamma d2).
 
 The finished tile is written to K with streaming stores (src/fk_stream.h).
 When Y is X only tiles on and above the diagonal are computed; each is
@@ -84,6 +85,7 @@ from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
     fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile, fk_dot_level,
+    FK_N_KINDS, fk_kind_name, fk_sqdist_map_d, fk_sqdist_map_f,
 )
 
 cdef enum:
@@ -138,7 +140,7 @@ cdef inline double _sqdist(const floating *x, const floating *y, Py_ssize_t d) n
 
 
 cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
-                          bint direct) noexcept nogil:
+                          double order, bint direct) noexcept nogil:
     cdef KernelSpec spec
     spec.kind = kind
     spec.gamma = gamma
@@ -147,9 +149,22 @@ cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
     # Integer degrees up to 64 use repeated squaring (vectorised); others pow().
     spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
     spec.direct = direct
-    spec.order = 0.0
-    spec.lognorm = 0.0
+    spec.order = order
+    spec.lognorm = lgamma(order + 1.0) + order * log(2.0)
     return spec
+
+
+def kind_codes():
+    """The compiled kernels' names (``_registry``'s ``compiled``) -> their kind codes.
+
+    Read from the one table of src/fk_maps.h (FK_KINDS).
+    """
+    return {fk_kind_name(k).decode(): k for k in range(FK_N_KINDS)}
+
+
+def kind_geometry(int kind):
+    """"inner", "sqdist" or "l1": what the tile loops compute before a kind's map."""
+    return {FK_INNER: "inner", FK_SQDIST: "sqdist", FK_L1: "l1"}[fk_kind_geometry(kind)]
 
 
 cdef inline double _bessel(double r, const KernelSpec *spec) noexcept nogil:
@@ -182,41 +197,26 @@ cdef inline double _bessel(double r, const KernelSpec *spec) noexcept nogil:
     return s
 
 
-cdef inline void _map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
-    """Squared Euclidean distances -> Laplacian (L2) or Bessel kernel values, in place."""
+cdef void map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+    """Squared Euclidean distances -> kernel values in place (the FK_SQDIST kernels
+    but RBF, whose map is fused with the distances): Bessel here, the others by
+    their case of fk_sqdist_map."""
     cdef Py_ssize_t j
+    if spec.kind != K_BESSEL:
+        fk_sqdist_map_d(g, n, spec.kind, spec.gamma, spec.coef0, spec.degree)
+        return
     for j in range(n):
-        g[j] = sqrt(g[j])
-    if spec.kind == K_LAPLACIAN_L2:
-        fk_vexp_d(g, n, -spec.gamma)
-    else:
-        for j in range(n):
-            g[j] = _bessel(spec.gamma * g[j], spec)
+        g[j] = _bessel(spec.gamma * sqrt(g[j]), spec)
 
 
 cdef inline void _map_dist_f(float *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
-    """_map_dist for the float32 distances of the direct path."""
+    """map_dist for the float32 distances of the direct path."""
     cdef Py_ssize_t j
+    if spec.kind != K_BESSEL:
+        fk_sqdist_map_f(g, n, spec.kind, spec.gamma, spec.coef0, spec.degree)
+        return
     for j in range(n):
-        g[j] = sqrt(g[j])
-    if spec.kind == K_LAPLACIAN_L2:
-        fk_vexp_f(g, n, <float> -spec.gamma)
-    else:
-        for j in range(n):
-            g[j] = <float> _bessel(spec.gamma * g[j], spec)
-
-
-cdef inline void _sqdist_from_dot(double *g, const double *yn, double xn,
-                                  Py_ssize_t n) noexcept nogil:
-    """g[j] = |x|^2 + |y_j|^2 - 2 g[j], or -1 where that cancelled (the rule of
-    fk_rbf_dot: below FK_RECOMPUTE of |x|^2 + |y_j|^2), for the caller to
-    recompute directly."""
-    cdef Py_ssize_t j
-    cdef double s, d2
-    for j in range(n):
-        s = xn + yn[j]
-        d2 = s - 2.0 * g[j]
-        g[j] = -1.0 if d2 < s * (1.0 / 16) else d2
+        g[j] = <float> _bessel(spec.gamma * sqrt(g[j]), spec)
 
 
 # The dot tiles' AVX-512 body where the CPU has it (fk_maps.h); set once, here.
@@ -277,7 +277,7 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     if spec.kind == K_RBF:
                         fk_vexp_d(row, bj - j0, scale)
                     else:
-                        _map_dist(row, bj - j0, spec)
+                        map_dist(row, bj - j0, spec)
                 else:
                     fk_sqdist_row_f(X + i * d, Yt + j0, ldyt, d, bj - j0, row)
                     if spec.kind == K_RBF:
@@ -310,22 +310,22 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             for i in range(bi):
                 out[i * ldo + i] = 1
         return
-    if spec.kind == K_LAPLACIAN_L2 or spec.kind == K_BESSEL:
+    if fk_kind_geometry(spec.kind) == FK_SQDIST:
         # The RBF path's squared distances (same centring and recomputation),
-        # then the kernel's function of the distance, in float64.
+        # then the kernel's map of the squared distance, in float64.
         if floating is double:
             G = out
         else:
             G = dtile
         _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo)
         for i in range(bi):
-            _sqdist_from_dot(G + i * ldo, yn, xn[i], bj)
+            sqdist_from_dot(G + i * ldo, yn, xn[i], bj)
             for j in range(bj):
                 if G[i * ldo + j] < 0:
                     G[i * ldo + j] = _sqdist(X + i * d, Y + j * d, d)
             if diag:
                 G[i * ldo + i] = 0.0
-            _map_dist(G + i * ldo, bj, spec)
+            map_dist(G + i * ldo, bj, spec)
             if floating is float:
                 row = out + i * ldo
                 for j in range(bj):
@@ -509,15 +509,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef int tid
     cdef floating *tbuf
     cdef floating *tscr
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
-    spec.order = order
-    spec.lognorm = lgamma(order + 1.0) + order * log(2.0)
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y
     # The BLAS path of every function of the Euclidean distance needs the centred rows.
-    cdef bint rbf_blas = not direct and (kind == K_RBF or kind == K_LAPLACIAN_L2
-                                         or kind == K_BESSEL)
+    cdef bint rbf_blas = not direct and fk_kind_geometry(kind) == FK_SQDIST
     cdef const double[:, ::1] Xc = None
     cdef const double[:, ::1] Yc = None
     cdef const double[::1] xn = None

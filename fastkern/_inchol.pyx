@@ -40,7 +40,8 @@ from numpy.linalg import LinAlgError
 
 from fastkern._batches cimport Batches
 from fastkern._maps cimport (
-    fk_l1dist_row_d, fk_l1dist_row_f, fk_sqdist_row_d, fk_sqdist_row_f, fk_vexp_d, fk_vexp_f,
+    K_LAPLACIAN, K_RBF, fk_l1dist_row_d, fk_l1dist_row_f, fk_sqdist_row_d, fk_sqdist_row_f,
+    fk_vexp_d, fk_vexp_f,
 )
 
 cdef enum:
@@ -49,15 +50,15 @@ cdef enum:
     # At most FK_MAX_SEG (the maps' segment limit).
     ROWS = 512
 
+# The kernel columns computed here carry the compiled loops' kind codes
+# (src/fk_maps.h: K_RBF, K_LAPLACIAN); GIVEN, outside them, means the caller
+# has put the column in Gt[k] already.
 cdef enum:
-    # Kernel columns computed here (K_GIVEN: already in Gt[k]).
-    K_GIVEN = 0
-    K_RBF = 1
-    K_LAPLACIAN = 2
+    K_GIVEN = -1
 
 GIVEN = K_GIVEN
-RBF = K_RBF
-LAPLACIAN = K_LAPLACIAN
+#: The kinds whose columns step() computes from X itself.
+DIRECT_KINDS = frozenset((K_RBF, K_LAPLACIAN))
 
 
 cdef void _step_block(floating *Gt, Py_ssize_t n, Py_ssize_t k, Py_ssize_t i0,
@@ -127,7 +128,7 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
     """Pivot step k at row p: column k of G, the residuals, and the next pivot.
 
     gp is G[p, :k] in float64 and tau = sqrt(r_p).  With kind GIVEN, Gt[k]
-    holds the kernel column K[:, p] on entry; with RBF or LAPLACIAN the column
+    holds the kernel column K[:, p] on entry; with a kind of DIRECT_KINDS the column
     is computed here from X (n x d, row p used) and Xt (X transposed, d x n)
     with the given gamma.  Row blocks run in time-bounded batches
     (fastkern._batches) so Ctrl-C is seen within one long step; ``first`` is
@@ -146,6 +147,8 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
     cdef int threads
     cdef double top, trace
     cdef Py_ssize_t best
+    if kind != K_GIVEN and kind not in DIRECT_KINDS:
+        raise ValueError(f"kind must be GIVEN or one of DIRECT_KINDS, got {kind}")
     if kind != K_GIVEN:
         xp = &X[p, 0]
         xt = &Xt[0, 0]

@@ -20,7 +20,8 @@ from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 from fastkern._gamma import median_gamma
 from fastkern._validation import check_n_threads, check_real
 from fastkern.kernels import Kernel
-from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, default_gamma, pairwise_kernels,
+from fastkern import _registry
+from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, pairwise_kernels,
                                _upper_triangle_gram)
 
 #: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
@@ -215,12 +216,14 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
 
 
 class CompiledKernel(NamedTuple):
-    """A kernel as the compiled tile loops read it (``_gram.KernelKind`` code and numbers)."""
+    """A kernel as the compiled tile loops read it (its kind code, src/fk_maps.h's
+    FK_KINDS, and the numbers its registry entry's ``compiled_args`` gives)."""
 
     kind: int
     gamma: float
     degree: float
     coef0: float
+    order: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -333,7 +336,13 @@ class KernelSpec:
         """
         if not (isinstance(self.kernel, str) and takes_gamma(self.kernel)):
             return None
-        return default_gamma(self.params.get("gamma"), n_features)
+        kdef = _registry.BY_NAME.get(self.kernel)
+        if kdef is None:
+            # A scikit-learn kernel fastkern does not define: scikit-learn's default.
+            gamma = self.params.get("gamma")
+            return 1.0 / n_features if gamma is None else gamma
+        param = kdef.param("gamma")
+        return param.resolve(self.params.get("gamma", param.default), n_features)
 
     def compiled(self, n_features):
         """The kernel for the matrix-free tile loops, or None if they do not have it.
@@ -349,17 +358,16 @@ class KernelSpec:
         """
         if not (isinstance(self.kernel, str) and self.kernel in KERNEL_CODES):
             return None
-        p = self.params
-        return CompiledKernel(KERNEL_CODES[self.kernel], default_gamma(p.get("gamma"), n_features),
-                              check_real(p.get("degree", 3), "degree", low=1.0),
-                              check_real(p.get("coef0", 1), "coef0"))
+        numbers = _registry.get(self.kernel).compiled_numbers(self.params, n_features)
+        return CompiledKernel(KERNEL_CODES[self.kernel], numbers["gamma"], numbers["degree"],
+                              numbers["coef0"], numbers["order"])
 
     def upper_gram(self, X):
         """k(X, X) as its packed upper triangle (half the memory), or None.
 
-        ``fastkern.pairwise._upper_triangle_gram``: for the bounded string
-        kernels ("rbf", "laplacian", "sigmoid") on dense float64 X; None
-        otherwise (the caller computes the full Gram).
+        ``fastkern.pairwise._upper_triangle_gram``: for the bounded compiled
+        string kernels ("rbf", "laplacian", "sigmoid", ...: the registry's) on
+        dense float64 X; None otherwise (the caller computes the full Gram).
 
         Parameters
         ----------
@@ -371,9 +379,7 @@ class KernelSpec:
         """
         if not isinstance(self.kernel, str) or self.precomputed:
             return None
-        params = self.params
-        return _upper_triangle_gram(X, self.kernel, gamma=params.get("gamma"),
-                                   coef0=params.get("coef0", 1.0), n_threads=self.n_threads)
+        return _upper_triangle_gram(X, self.kernel, self.params, n_threads=self.n_threads)
 
     def gram(self, X, Y=None, *, out=None):
         """The Gram matrix k(X, Y) (Y None: k(X, X)); with "precomputed", X itself, checked.

@@ -19,6 +19,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
+from fastkern import _registry
 from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
 from fastkern._kernel_api import gram_dtype, kernel_gram
 from fastkern._linalg import solve_shifted_in_place
@@ -30,7 +31,7 @@ from fastkern.centering import CentredGram, KernelCenterer
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
 
-_BOUNDED_KERNELS = ("rbf", "laplacian", "sigmoid", "cosine")
+_BOUNDED_KERNELS = tuple(name for k in _registry.KERNELS if k.bounded for name in k.names)
 
 # Blocks in the "block_krylov" basis before a thick restart.  The basis of an
 # explicit Gram is small next to K (at N=8000, 21 blocks of 8 columns and
@@ -127,8 +128,9 @@ class _GramSolver(Solver):
         basis = self.basis(X.shape[0], k)
         report_stage("kernel matrix")
         K = self.gram(est, X)
-        # RBF, Laplacian, sigmoid and cosine values lie in [-1, 1] for finite
-        # X: only the other kernels can overflow, so only they pay a pass over K.
+        # The bounded kernels' values (RBF, Laplacian, sigmoid, cosine, ...: the
+        # registry's) lie in [-1, 1] for finite X: only the other kernels can
+        # overflow, so only they pay a pass over K.
         if est.kernel not in _BOUNDED_KERNELS and not _all_finite(K):
             raise ValueError("the kernel matrix contains NaN or infinity (overflow in the "
                              "kernel? check gamma)")

@@ -24,3 +24,24 @@ cdef extern from "fk_maps.h" nogil:
     void fk_ipow_f(float *g, Py_ssize_t n, float gamma, float coef0, long degree)
     void fk_affine_d(double *g, Py_ssize_t n, double gamma, double coef0)
     void fk_affine_f(float *g, Py_ssize_t n, float gamma, float coef0)
+    # The kind codes of every compiled loop (FK_KINDS in fk_maps.h): one numbering.
+    # Only the kinds the Cython code names are declared; fk_kind_name gives all.
+    enum:
+        K_LINEAR "FK_K_LINEAR"
+        K_POLY "FK_K_POLY"
+        K_RBF "FK_K_RBF"
+        K_LAPLACIAN "FK_K_LAPLACIAN"
+        K_SIGMOID "FK_K_SIGMOID"
+        K_EXPONENTIAL "FK_K_EXPONENTIAL"
+        K_LAPLACIAN_L2 "FK_K_LAPLACIAN_L2"
+        K_BESSEL "FK_K_BESSEL"
+        FK_N_KINDS
+        FK_INNER
+        FK_SQDIST
+        FK_L1
+    const char *fk_kind_name(int kind)
+    int fk_kind_geometry(int kind)
+    void fk_sqdist_map_d(double *g, Py_ssize_t n, int kind, double gamma, double coef0,
+                         double degree)
+    void fk_sqdist_map_f(float *g, Py_ssize_t n, int kind, double gamma, double coef0,
+                         double degree)

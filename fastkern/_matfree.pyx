@@ -7,7 +7,8 @@ Z[J] it builds the tile K(X[I], Z[J]) in its own buffer with ``gram_tile``
 (the same code, paths and kernel maps as ``fastkern._gram``), multiplies the
 tile into V[J] with a single-threaded dgemm (beta = 1 after the first tile)
 and reuses the buffer for the next tile.  Memory beyond the inputs and the
-output is one TILE x TILE buffer per thread, plus, for RBF on the BLAS path,
+output is one TILE x TILE buffer per thread, plus, for the kernels of the
+squared distance on the BLAS path,
 the rows centred in float64 (the accuracy method of ``fastkern._gram``).
 
 float32 data gives float32 tiles (the values the dense Gram would hold), which
@@ -93,7 +94,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                    const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
                    double[:, ::1] dtiles, int kind, double gamma, double coef0,
                    double degree, bint direct, bint symmetric, int n_threads,
-                   progress=None):
+                   progress=None, double order=0.0):
     """out = K(X, Z) @ V (V has at least one column).
 
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
@@ -105,13 +106,14 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     symmetric means Z is X.  tiles / dtiles: one TILE*TILE scratch row per
     thread (dtiles is only used for float32 data).  progress, if given, is
     called with the fraction of the product done after each group of row
-    blocks (a pass at N = 200,000 takes minutes).
+    blocks (a pass at N = 200,000 takes minutes).  order is the Bessel
+    kernel's nu.
     """
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
     cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi, r0, r1, c0, c1
     cdef Py_ssize_t ncols = (m + TILE - 1) // TILE, group
     cdef int b = <int> V.shape[1], tid
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
@@ -164,7 +166,7 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                              const double[:, ::1] V, double[:, :, ::1] acc,
                              double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
                              double gamma, double coef0, double degree, bint direct,
-                             int n_threads, progress=None):
+                             int n_threads, progress=None, double order=0.0):
     """Return K(X, X) @ V from the tiles on and above the diagonal only.
 
     Half the kernel evaluations of ``kernel_product(X, X, ...)``: the tile
@@ -190,7 +192,7 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     cdef int b = <int> V.shape[1], tid, ib, jb
     cdef int ldt = TILE
     cdef Py_ssize_t batch = 8 * slots, dld = dtiles.shape[1], reported = 0
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, direct)
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
     cdef const double *Xct_p = &Xct[0, 0] if xn_p != NULL and Xct.shape[0] else NULL

@@ -17,7 +17,7 @@ from fastkern._progress import report_fraction as _report_fraction
 from fastkern._progress import reporting_progress
 from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
-from fastkern.pairwise import KERNEL_CODES, tile_path
+from fastkern.pairwise import tile_path
 
 __all__ = ["KernelOperator", "reporting_progress"]
 
@@ -112,12 +112,13 @@ class KernelOperator:
             # Fewer threads rather than more memory than the caller allowed.
             self.n_threads = max(1, min(self.n_threads, self.budget // per_thread))
         self.Xt = np.ascontiguousarray(X.T) if self.direct else X
-        # BLAS RBF works on rows centred in float64 (see fastkern._gram):
+        # The BLAS path of the squared-distance kernels works on rows centred in
+        # float64 (see fastkern._gram):
         # O(N d) more memory, outside the tile budget.
         self.mean = None
         self.Xc, self.xn = np.empty((0, X.shape[1])), np.empty(0)
         self.Xct = np.empty((0, 0))
-        if spec.kind == KERNEL_CODES["rbf"] and not self.direct:
+        if _gram.kind_geometry(spec.kind) == "sqdist" and not self.direct:
             self.mean = _gram.common_mean(X)
             self.Xc, self.xn = _gram.centred_rows(X, self.mean, self.n_threads)
             if path == "dot":
@@ -190,7 +191,8 @@ class KernelOperator:
             return _matfree.symmetric_kernel_product(
                 self.X, self.Xt, self.Xc, self.Xct, self.xn, V, acc, self.tiles, dtiles,
                 spec.kind,
-                spec.gamma, spec.coef0, spec.degree, self.direct, self.n_threads, progress)
+                spec.gamma, spec.coef0, spec.degree, self.direct, self.n_threads, progress,
+                spec.order)
 
     def _product(self, V, A):
         symmetric = A is None
@@ -210,7 +212,7 @@ class KernelOperator:
                                     V, out,
                                     self.tiles, self.dtiles, spec.kind, spec.gamma,
                                     spec.coef0, spec.degree, self.direct, symmetric,
-                                    self.n_threads, progress)
+                                    self.n_threads, progress, spec.order)
         return out
 
     def _product_blocks(self, V, A, symmetric):

@@ -32,7 +32,10 @@ as scikit-learn upcasts), clamped at 0.  Sparse data cannot be centred (that
 would make it dense), so the dense BLAS path's second safeguard does all the
 work: an entry whose d2 is below 1/16 of |x|^2 + |y|^2 has cancelled most of
 its digits and is recomputed from the differences of the two rows (a merge of
-their sorted index lists).  The diagonal of K(X, X) is exactly 1.  Laplacian's
+their sorted index lists).  The diagonal of K(X, X) is exactly 1.  The other
+kernels of the squared distance (the FK_SQDIST kinds: laplacian_l2, Bessel,
+...) take the same d2, recomputed by the same rule (0 on the diagonal), and
+map it with the dense path's ``map_dist``.  Laplacian's
 L1 distances are computed directly by the same merge, per pair, as
 scikit-learn's sparse manhattan_distances.
 
@@ -51,7 +54,8 @@ from fastkern._stream cimport fk_store_fence, stream_tile
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._gram cimport (
-    KernelSpec, make_spec, map_dot, K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_EXPONENTIAL,
+    KernelSpec, make_spec, map_dist, map_dot, sqdist_from_dot, K_RBF, K_LAPLACIAN, FK_SQDIST,
+    fk_kind_geometry,
 )
 from fastkern._maps cimport fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f
 
@@ -239,6 +243,18 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
                             yd, yi, yp[c0 + j], yp[c0 + j + 1], False))
                 if diag and i < w:
                     row[i] = 1
+            elif fk_kind_geometry(spec.kind) == FK_SQDIST:
+                # RBF's squared distances (same recomputation), then the kernel's map.
+                sqdist_from_dot(g, yn + c0, xn[i0 + i], w)
+                for j in range(w):
+                    if g[j] < 0:
+                        g[j] = _merge_dist(xd, xi, xp[i0 + i], xp[i0 + i + 1],
+                                           yd, yi, yp[c0 + j], yp[c0 + j + 1], False)
+                if diag and i < w:
+                    g[i] = 0.0
+                map_dist(g, w, spec)
+                for j in range(w):
+                    row[j] = <floating> g[j]
             else:
                 for j in range(w):
                     row[j] = <floating> g[j]
@@ -261,12 +277,13 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
           const floating[::1] cd, const index_t[::1] ci, const index_t[::1] cp,
           const index_t[::1] pos, const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
           const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
-          int kind, double gamma, double coef0, double degree, bint symmetric,
+          int kind, double gamma, double coef0, double degree, double order, bint symmetric,
           Py_ssize_t rows, Py_ssize_t width, int n_threads):
     cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t, i0, c0
     cdef Py_ssize_t nbi = (n + rows - 1) // rows
     cdef int tid, kd = Xd.shape[1]
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, False)
+    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, False)
+    cdef bint sqdist = fk_kind_geometry(kind) == FK_SQDIST
     cdef bint lap = kind == K_LAPLACIAN
     # No more threads (and per-thread buffers) than work items.
     n_threads = <int> min(<Py_ssize_t> n_threads, max(nbi * ((m + width - 1) // width), 1))
@@ -287,8 +304,8 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
     cdef const index_t *posp = _iptr(pos) if symmetric else NULL
     cdef const double *Xdp = &Xd[0, 0] if kd > 0 else NULL
     cdef const double *Ydp = &Yd[0, 0] if kd > 0 else NULL
-    cdef const double *xnp = &xn[0] if kind == K_RBF else NULL
-    cdef const double *ynp = &yn[0] if kind == K_RBF else NULL
+    cdef const double *xnp = &xn[0] if sqdist else NULL
+    cdef const double *ynp = &yn[0] if sqdist else NULL
 
     # Work items (row block, first column): `rows` rows by up to `width`
     # columns, from the block's first row on when symmetric (the upper
@@ -349,11 +366,12 @@ def _blocking(X, Y, cols, laplacian):
 
 
 def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
-         int n_threads):
+         int n_threads, double order=0.0):
     """Fill out with k(X, Y) for canonical CSR X and Y of out's dtype.
 
     X and Y are validated by fastkern.pairwise (sorted unique indices, finite
-    data); symmetric means Y is X.  BLAS must be held to one thread.
+    data); symmetric means Y is X; order is the Bessel kernel's nu.  BLAS
+    must be held to one thread.
     """
     lap = kind == K_LAPLACIAN
     d = X.shape[1]
@@ -376,7 +394,7 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
     def idx(a):
         return a if a.dtype == itype else a.astype(itype)
 
-    if kind == K_RBF:
+    if fk_kind_geometry(kind) == FK_SQDIST:
         xn = row_sq_norms(X.data, idx(X.indptr), n_threads)
         yn = xn if symmetric else row_sq_norms(Y.data, idx(Y.indptr), n_threads)
     else:
@@ -387,4 +405,5 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
     rows, width = _blocking(X, Y, np.flatnonzero(dense_pos >= 0), lap)
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
                  idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), pos, dense_pos, Xd, Yd,
-                 xn, yn, out, kind, gamma, coef0, degree, symmetric, rows, width, n_threads)
+                 xn, yn, out, kind, gamma, coef0, degree, order, symmetric, rows, width,
+                 n_threads)

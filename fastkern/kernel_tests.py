@@ -71,11 +71,12 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from fastkern import _kstats
-from fastkern._kernel_api import check_kernel_param, kernel_gram, string_kernel_params
+from fastkern import _registry
+from fastkern._kernel_api import (check_kernel_param, kernel_gram, resolve_gamma,
+                                  string_kernel_params)
 from fastkern._threads import blas_limit, blas_threads, threads_for
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
                                   check_option, check_real, result_dtype)
-from fastkern.pairwise import default_gamma
 
 __all__ = ["MMDTestResult", "LinearMMDTestResult", "HSICTestResult",
            "mmd_test", "linear_mmd_test", "hsic_test"]
@@ -219,17 +220,17 @@ def _check_kernel(kernel, name):
 
 
 def _kernel_params(kernel, gamma, degree, coef0, kernel_params, data, gamma_name):
-    """The keyword arguments of kernel_gram, gamma="median" resolved on `data`."""
+    """The keyword arguments of kernel_gram, a "median" or "scale" gamma resolved on
+    `data` by the estimators' rule (``_kernel_api.resolve_gamma``)."""
     if isinstance(gamma, str):
-        if gamma != "median":
-            raise ValueError(f"{gamma_name} must be None, a positive number or 'median', "
-                             f"got {gamma!r}")
-        from fastkern._gamma import estimate_gamma
-
-        # random_state only matters above 1414 rows (1,000,000 random pairs).
-        gamma = float(estimate_gamma(data, "median", random_state=0).gamma)
+        try:
+            gamma = resolve_gamma(gamma, data, kernel)
+        except ValueError as exc:
+            raise ValueError(str(exc).replace("gamma", gamma_name, 1)) from None
+        if gamma is not None:
+            gamma = float(gamma)
     elif gamma is not None:
-        gamma = check_real(gamma, gamma_name, low=0.0, low_inclusive=False)
+        gamma = check_real(gamma, gamma_name, low=0.0)
     if kernel_params is not None and not isinstance(kernel_params, dict):
         raise TypeError(f"kernel_params must be a dict or None, got {kernel_params!r}")
     params = dict(gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params)
@@ -320,10 +321,11 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
         The second sample (at least 2 rows), with the same columns.
     kernel : str, Kernel or callable, default="rbf"
         As the estimators' ``kernel`` (not "precomputed").
-    gamma : float or "median", default=None
+    gamma : float (>= 0), "median" or "scale", default=None
         None: the kernel's default (1 / d for "rbf").  "median": the median
         heuristic 1 / median ||z_i - z_j||^2 over the pooled sample
-        (:func:`fastkern.estimate_gamma`).
+        (:func:`fastkern.estimate_gamma`); "scale": 1 / (d Z.var()); both as
+        the estimators' gamma.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -431,7 +433,7 @@ def _label_kernel(kernel, params, n_features):
     params = dict(params)
     if isinstance(kernel, str) and "gamma" in string_kernel_params(kernel, gamma=1.0):
         if params.get("gamma") is None and not (params.get("kernel_params") or {}).get("gamma"):
-            params["gamma"] = default_gamma(None, n_features)
+            params["gamma"] = 1.0 / n_features
     L = np.asarray(kernel_gram(np.array([[0.0], [1.0]]), kernel=kernel, n_threads=1, **params),
                    dtype=np.float64)
     return float(L[0, 0]), float(L[1, 1]), float(L[0, 1])
@@ -558,27 +560,10 @@ class _MMDStats:
 
 def _paired_kernel(A, B, kernel, params, n_threads):
     """k(A[i], B[i]) for each row i, without a Gram."""
-    if isinstance(kernel, str):
-        kp = string_kernel_params(kernel, **params)
-        d = A.shape[1]
-        g = kp.get("gamma", 1.0 / d)
-        if kernel == "rbf":
-            return np.exp(-g * np.einsum("ij,ij->i", A - B, A - B))
-        if kernel == "laplacian":
-            return np.exp(-g * np.abs(A - B).sum(axis=1))
-        dot = np.einsum("ij,ij->i", A, B)
-        if kernel == "linear":
-            return dot
-        if kernel in ("poly", "polynomial"):
-            return (g * dot + kp.get("coef0", 1)) ** kp.get("degree", 3)
-        if kernel == "sigmoid":
-            return np.tanh(g * dot + kp.get("coef0", 1))
-        if kernel == "exponential":
-            return np.exp(g * dot)
-        if kernel == "cosine":
-            norms = np.linalg.norm(A, axis=1) * np.linalg.norm(B, axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return np.where(norms > 0, dot / np.where(norms > 0, norms, 1), 0.0)
+    if isinstance(kernel, str) and kernel in _registry.BY_NAME:
+        kdef = _registry.BY_NAME[kernel]
+        return kdef.paired(A, B, **kdef.resolve(string_kernel_params(kernel, **params),
+                                                A.shape[1]))
     # Any other kernel: the diagonals of small cross Grams.
     out = np.empty(A.shape[0])
     step = 32
@@ -608,10 +593,11 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
         The second sample, with the same columns.
     kernel : str, Kernel or callable, default="rbf"
         As the estimators' ``kernel`` (not "precomputed").
-    gamma : float or "median", default=None
+    gamma : float (>= 0), "median" or "scale", default=None
         None: the kernel's default (1 / d for "rbf").  "median": the median
-        heuristic 1 / median ||z_i - z_j||^2 over the pooled sample
-        (:func:`fastkern.estimate_gamma`), from at most 1,000,000 random pairs.
+        heuristic 1 / median ||z_i - z_j||^2 over the pooled rows used, from at
+        most 1,000,000 random pairs (:func:`fastkern.estimate_gamma`);
+        "scale": 1 / (d Z.var()); both as the estimators' gamma.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -646,13 +632,11 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
     if M2 < 2:
         raise ValueError(f"linear_mmd_test needs at least 4 samples in each of X and Y, got "
                          f"{nx} and {ny}")
-    if isinstance(gamma, str) and gamma == "median":
-        from fastkern._gamma import estimate_gamma
-
-        est = np.concatenate([X[:2 * M2], Y[:2 * M2]]).astype(np.float64)
-        gamma = float(estimate_gamma(est, "median", random_state=0).gamma)
-        del est
-    params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, None, "gamma")
+    # A data-dependent gamma from the rows the statistic uses.
+    est = np.concatenate([X[:2 * M2], Y[:2 * M2]]).astype(np.float64) \
+        if isinstance(gamma, str) else None
+    params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, est, "gamma")
+    del est
     # Chunk means and sums of squared deviations merged as Chan et al. (1979):
     # the variance is never the small difference of two large sums.
     count, mean, m2 = 0, 0.0, 0.0
@@ -708,9 +692,9 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         X's kernel, as the estimators' ``kernel`` (not "precomputed").
     kernel_y : str, Kernel or callable, default="rbf"
         Y's kernel.
-    gamma_x : float or "median", default=None
+    gamma_x : float (>= 0), "median" or "scale", default=None
         As ``mmd_test``'s gamma, estimated on X.
-    gamma_y : float or "median", default=None
+    gamma_y : float (>= 0), "median" or "scale", default=None
         As ``mmd_test``'s gamma, estimated on Y.
     kernel_params_x : dict, default=None
         Other parameters (degree, coef0, ...) of X's kernel.

@@ -8,11 +8,17 @@ of these rules and refuses the ones that break positive definiteness
 
 Every kernel is callable as ``k(X, Y=None, *, out=None, n_threads=None)`` and
 returns the Gram matrix; base kernels run the Cython tile loops directly.
+
+A kernel of ``fastkern._registry`` without a class written here gets one
+made from its entry (:func:`_registered_class`), named by its
+``class_name``.
 """
+import inspect
 import numbers
 
 import numpy as np
 
+from fastkern import _registry
 from fastkern import pairwise as _pw
 from fastkern._validation import check_real, check_square
 
@@ -781,6 +787,50 @@ def exp(kernel):
     if not isinstance(kernel, Kernel):
         raise TypeError(f"exp expects a fastkern kernel, got {type(kernel).__name__}")
     return ExpOf(kernel)
+
+
+def _registered_class(kdef):
+    """The kernel class of a registry kernel that has none written above.
+
+    Its ``__init__`` takes the kernel's parameters with their defaults and
+    checks them by the registry's rules (None kept where it means a
+    default, to be resolved on the data).
+    """
+    P = inspect.Parameter
+    signature = inspect.Signature(
+        [P("self", P.POSITIONAL_OR_KEYWORD)]
+        + [P(p.name, P.POSITIONAL_OR_KEYWORD, default=p.default) for p in kdef.params])
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for p in kdef.params:
+            value = bound.arguments[p.name]
+            if not (value is None and p.none is not None):
+                value = p.resolve(value)
+            setattr(self, p.name, value)
+
+    def _params(self):
+        return {p.name: getattr(self, p.name) for p in kdef.params}
+
+    __init__.__signature__ = signature
+    __init__.__doc__ = "Check and store the kernel's parameters."
+    doc = [f"The {kdef.name.replace('_', ' ')} kernel {kdef.formula}.", ""]
+    if kdef.params:
+        doc += ["Parameters", "----------"] + [p.describe() for p in kdef.params] + [""]
+    doc += ["See Also", "--------",
+            f"fastkern.pairwise.{kdef.function} : The same kernel as a function."]
+    return type(kdef.class_name, (_Base if "matrix-free" in kdef.paths else _Named,), {
+        "__init__": __init__, "_params": _params, "_metric": kdef.name,
+        "__module__": __name__, "__qualname__": kdef.class_name,
+        "__doc__": "\n".join(doc).replace("\n", "\n    ") + "\n    "})
+
+
+for _kdef in _registry.KERNELS:
+    if _kdef.class_name and _kdef.class_name not in globals():
+        globals()[_kdef.class_name] = _registered_class(_kdef)
+        __all__.append(_kdef.class_name)
+del _kdef
 
 
 def min_eigenvalue(K):

@@ -22,7 +22,6 @@ from sklearn.exceptions import ConvergenceWarning
 from fastkern import _inchol
 from fastkern._gamma import GammaEstimate, estimate_gamma
 from fastkern._kernel_api import KernelSpec, check_kernel_param
-from fastkern.pairwise import KERNEL_CODES
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -127,8 +126,6 @@ def _diagonal(X, spec):
     return diag
 
 
-# The kernels whose column the pivot step computes itself.
-_DIRECT = {KERNEL_CODES["rbf"]: _inchol.RBF, KERNEL_CODES["laplacian"]: _inchol.LAPLACIAN}
 
 
 def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
@@ -240,9 +237,9 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
                                   kernel_params=kernel_params, X=X)
     compiled = spec.compiled(d)
-    if compiled is not None and compiled.kind in _DIRECT:
+    if compiled is not None and compiled.kind in _inchol.DIRECT_KINDS:
         # exp(-gamma * 0) on the diagonal.
-        kind, direct_gamma = _DIRECT[compiled.kind], compiled.gamma
+        kind, direct_gamma = compiled.kind, compiled.gamma
         resid = np.ones(n)
         Xt = np.ascontiguousarray(X.T)
     else:

@@ -16,19 +16,28 @@ Beyond scikit-learn's kernels (whose ``chi2_kernel`` and
 kernlab: ``laplacian_l2_kernel`` (laplacedot), ``anova_kernel`` (anovadot),
 ``bessel_kernel`` (besseldot), ``spline_kernel`` (splinedot), and
 ``histogram_intersection_kernel``.  Their parameter ``gamma`` is kernlab's
-``sigma``.  These take dense input only (a sparse X or Y raises TypeError, as
-scikit-learn's chi2 kernels do).
+``sigma``.  The feature-wise ones (anova, spline, the chi2 kernels,
+histogram intersection) take dense input only (a sparse X or Y raises
+TypeError, as scikit-learn's chi2 kernels do).
+
+Each kernel is defined once, in ``fastkern._registry``: the tables here
+(``KERNEL_CODES``, ``KERNEL_PARAMS``, the dispatch of ``pairwise_kernels``)
+are derived from it, and so is the Gram function of a registered kernel that
+has no hand-written one below (``rational_quadratic_kernel``, for instance).
 ``linear_kernel`` and ``cosine_similarity`` with two sparse inputs and
 ``dense_output=False`` return scipy's sparse X @ Y.T, as scikit-learn.
 """
 import contextlib
+import inspect
+import re
+import textwrap
 
 import numpy as np
 
-from fastkern import _centering, _featurewise, _gram, _sparse
+from fastkern import _centering, _featurewise, _gram, _registry, _sparse
 from fastkern._threads import blas_limit
 from fastkern._validation import (
-    check_n_threads, check_out, check_pair, check_pair_sparse, check_real, is_sparse,
+    check_n_threads, check_out, check_pair, check_pair_sparse, is_sparse,
 )
 
 __all__ = [
@@ -50,21 +59,67 @@ __all__ = [
     "KERNEL_PARAMS",
 ]
 
-# The compiled loops' kernel codes (one table: _gram.pxd's cpdef enum).
-_K = _gram.KernelKind
-_LINEAR, _POLY, _RBF, _LAPLACIAN = _K.K_LINEAR, _K.K_POLY, _K.K_RBF, _K.K_LAPLACIAN
-_SIGMOID, _EXPONENTIAL = _K.K_SIGMOID, _K.K_EXPONENTIAL
-# Functions of the Euclidean distance computed from the RBF path's squared
-# distances: dense Gram only, so not in KERNEL_CODES, which lists the kernels
-# every tile loop has (the sparse and matrix-free ones too).
-_LAPLACIAN_L2, _BESSEL = _K.K_LAPLACIAN_L2, _K.K_BESSEL
-#: String kernel names -> the codes of the compiled tile loops.
-KERNEL_CODES = {"linear": _LINEAR, "poly": _POLY, "polynomial": _POLY, "rbf": _RBF,
-                "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID, "exponential": _EXPONENTIAL}
-_DISTANCE_KINDS = (_RBF, _LAPLACIAN_L2, _BESSEL)
+# The compiled loops' kind codes: one table, FK_KINDS of src/fk_maps.h.
+_CODES = _gram.kind_codes()
+_LINEAR, _RBF, _LAPLACIAN = _CODES["linear"], _CODES["rbf"], _CODES["laplacian"]
+_COMPILED = [k for k in _registry.KERNELS if k.compiled is not None]
+#: String kernel names -> the codes of the compiled tile loops, for the kernels
+#: every loop has (dense, sparse and matrix-free).
+KERNEL_CODES = {name: _CODES[k.compiled] for k in _COMPILED
+                if {"sparse", "matrix-free"} <= k.paths for name in k.names}
+_SPARSE_KINDS = frozenset(_CODES[k.compiled] for k in _COMPILED if "sparse" in k.paths)
+# Kernels of the squared Euclidean distance (the RBF path's distances) and of the L1 one.
+_DISTANCE_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "sqdist")
+_L1_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "l1")
+_PATH_KINDS = _DISTANCE_KINDS + _L1_KINDS
 # kernlab's lim = 1 / (Gamma(nu + 1) 2^nu) overflows beyond nu = 170; fastkern's
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
-MAX_BESSEL_ORDER = 100.0
+MAX_BESSEL_ORDER = _registry.get("bessel").param("order").high
+
+# Docstring fragments shared by the Gram functions: ``@name@`` in a docstring
+# is replaced by _DOC[name] (see _doc).
+_DOC = {
+    "XY": """X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
+    First input.  float32 gives a float32 result, any other numeric dtype float64.
+Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
+    Second input; None means X.""",
+    "XY_dense": """X : array-like of shape (n_samples_X, n_features)
+    First input (dense only: a sparse matrix raises TypeError).  float32 gives
+    a float32 result, any other numeric dtype float64.
+Y : array-like of shape (n_samples_Y, n_features), default=None
+    Second input; None means X.""",
+    "out": """out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+    C-contiguous, aligned, writeable array of the result's dtype, sharing no
+    memory with the inputs, filled and returned; nothing else of size
+    n_samples_X x n_samples_Y is allocated.
+n_threads : int, default=None
+    OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+    available to this process, capped by its CPU quota).""",
+    "path": """path : {None, "direct", "dot", "blas"}, default=None
+    None chooses by the number of features (``tile_path``): the fused
+    distance loop for narrow data, then inner products of centred rows
+    on fastkern's register tiles, then by BLAS; "direct", "dot" or
+    "blas" force one (for tests).""",
+    "K": """Returns
+-------
+K : ndarray of shape (n_samples_X, n_samples_Y)
+    The Gram matrix, ``out`` when it was given.""",
+}
+
+
+def _fragment(name, indent):
+    return "\n".join((indent + line) if line else line
+                      for line in _DOC[name].split("\n"))
+
+
+def _doc(function):
+    """Replace each ``@name@`` line of the docstring by the fragment _DOC[name]."""
+    def sub(match):
+        return _fragment(match.group(2), match.group(1))
+
+    function.__doc__ = re.sub(r"^( *)@(\w+)@$", sub, function.__doc__, flags=re.M)
+    return function
+
 
 # The Euclidean kernels' paths by the number of features d (tile_path).  The
 # fused distance loop subtracts coordinates (exact whatever the offset) and is
@@ -111,7 +166,7 @@ def tile_path(kind, n_features, dtype=np.float64, n_rows=None):
         features when both inputs have at least ``DOT_MIN_ROWS`` rows.
         "blas" otherwise.
     """
-    if kind == _LAPLACIAN:
+    if kind in _L1_KINDS:
         return "direct"
     if kind not in _DISTANCE_KINDS:
         return "blas"
@@ -146,51 +201,38 @@ def uses_direct_path(kind, n_features, dtype=np.float64, n_rows=None):
     return tile_path(kind, n_features, dtype, n_rows) == "direct"
 
 
-def default_gamma(gamma, n_features):
-    """Return gamma as the compiled loops take it.
-
-    Parameters
-    ----------
-    gamma : float or None
-        None means 1 / n_features, scikit-learn's default (computed here and
-        nowhere else); a number is checked to be finite and >= 0.
-    n_features : int
-        Columns of the data.
-
-    Returns
-    -------
-    gamma : float
-        The value the kernel uses.
-    """
-    if gamma is None:
-        return 1.0 / n_features
-    return check_real(gamma, "gamma", low=0.0)
-
-
 def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_threads,
              path=None):
     """Validated, dispatched call into the Cython tile loop.
 
     path: None chooses; "direct" or "blas" force a path (tests exercise both).
     """
-    # The kernels outside KERNEL_CODES have no sparse loop: check_pair (in _run)
-    # rejects a sparse X or Y.
-    if kind in KERNEL_CODES.values() and (is_sparse(X) or (Y is not None and is_sparse(Y))):
+    # The kernels without a sparse loop: check_pair (in _run) rejects a sparse X or Y.
+    if kind in _SPARSE_KINDS and (is_sparse(X) or (Y is not None and is_sparse(Y))):
         if path is not None:
             raise ValueError("path applies to dense input only; sparse input has one path")
-        return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads)
+        return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads, order=order)
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
     if path is None:
         rows = min(_rows(X), _rows(X if Y is None else Y))
         path = tile_path(kind, _features(X), getattr(X, "dtype", None), rows)
     elif path not in ("direct", "dot", "blas"):
         raise ValueError(f"path must be None, 'direct', 'dot' or 'blas', got {path!r}")
-    elif kind == _LAPLACIAN and path != "direct":
+    elif kind in _L1_KINDS and path != "direct":
         raise ValueError("the Laplacian (L1) kernel has only the direct path")
-    elif kind not in _DISTANCE_KINDS + (_LAPLACIAN,) and path != "blas":
-        raise ValueError("only the RBF, Laplacian, Laplacian (L2) and Bessel kernels "
-                         f"have a {path} path")
+    elif kind not in _PATH_KINDS and path != "blas":
+        names = [k.name for k in _COMPILED if _CODES[k.compiled] in _PATH_KINDS]
+        raise ValueError(f"only the kernels {names} have a {path} path")
     return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, path, order)
+
+
+def _registered(name, X, Y, params, out, n_threads, path=None):
+    """The Gram of a compiled registry kernel: its parameters checked and resolved by
+    ``fastkern._registry`` (None gamma: 1 / n_features of X as given), then _compute."""
+    kdef = _registry.get(name)
+    numbers = kdef.compiled_numbers(params, _features(X))
+    return _compute(X, Y, _CODES[kdef.compiled], out=out, n_threads=n_threads, path=path,
+                    **numbers)
 
 
 def _output(out, shape, dtype, inputs, n_threads):
@@ -222,7 +264,7 @@ def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, path, order=0.0):
 
 #: Kernels whose Gram _upper_triangle_gram computes (bounded on finite data, so
 #: the half never computed needs no finiteness scan either).
-_UPPER_TRIANGLE_KERNELS = {"rbf": _RBF, "laplacian": _LAPLACIAN, "sigmoid": _SIGMOID}
+_UPPER_TRIANGLE_KERNELS = {name: k for k in _COMPILED if k.bounded for name in k.names}
 
 
 class PackedUpperGram:
@@ -309,7 +351,7 @@ class PackedUpperGram:
         return self.columns(np.arange(self.shape[0]))
 
 
-def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
+def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     """k(X, X) as a PackedUpperGram (the tiles on and above the diagonal), or None.
 
     For an operator that multiplies by the upper triangle alone
@@ -319,33 +361,34 @@ def _upper_triangle_gram(X, kernel, *, gamma=None, coef0=1.0, n_threads=None):
     the upper triangle in a full matrix); packed, the matrix also takes half
     the memory, and half the page faults of a new buffer.  X: dense float64
     (others, and kernels outside _UPPER_TRIANGLE_KERNELS, give None: use the
-    full Gram).  Parameters as the kernel's function.
+    full Gram).  params: the kernel's, as its function takes them (None: defaults).
     """
-    kind = _UPPER_TRIANGLE_KERNELS.get(kernel)
-    if kind is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
+    kdef = _UPPER_TRIANGLE_KERNELS.get(kernel)
+    if kdef is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
         return None
     X, _, _ = check_pair(X, None)
     n_threads = check_n_threads(n_threads)
     d = X.shape[1]
-    gamma = default_gamma(gamma, d)
+    numbers = kdef.compiled_numbers(params or {}, d)
+    kind = _CODES[kdef.compiled]
     n = X.shape[0]
     path = tile_path(kind, d, n_rows=n)
     K = PackedUpperGram(n, n_threads)
     with _tiles_blas(path):
-        _gram.gram(X, X, np.empty((0, 0)), kind, gamma, check_real(coef0, "coef0"), 1.0, True,
-                   path == "direct", n_threads, 0.0, path == "dot", K.data, K.row_start,
-                   _centering.STRIP_ROWS)
+        _gram.gram(X, X, np.empty((0, 0)), kind, numbers["gamma"], numbers["coef0"],
+                   numbers["degree"], True, path == "direct", n_threads, numbers["order"],
+                   path == "dot", K.data, K.row_start, _centering.STRIP_ROWS)
     return K
 
 
-def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None):
+def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None, order=0.0):
     X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype,
                   (X.data,) if symmetric else (X.data, Y.data), n_threads)
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
     with blas_limit(1):
-        _sparse.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, n_threads)
+        _sparse.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, n_threads, order)
     return out
 
 
@@ -369,25 +412,17 @@ def _sparse_product(X, Y, dense_output, out):
     return True
 
 
+@_doc
 def linear_kernel(X, Y=None, dense_output=True, *, out=None, n_threads=None):
     """Compute the linear kernel K(x, y) = <x, y>.
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     dense_output : bool, default=True
         With X and Y both sparse, False returns scipy's sparse X @ Y.T (as
         scikit-learn); otherwise the result is a dense array.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @out@
 
     Returns
     -------
@@ -416,71 +451,43 @@ def linear_kernel(X, Y=None, dense_output=True, *, out=None, n_threads=None):
         check_n_threads(n_threads)
         X, Y, _ = check_pair_sparse(X, Y)
         return X @ Y.T
-    return _compute(X, Y, _LINEAR, out=out, n_threads=n_threads)
+    return _registered("linear", X, Y, {}, out, n_threads)
 
 
+@_doc
 def polynomial_kernel(X, Y=None, degree=3, gamma=None, coef0=1, *, out=None, n_threads=None):
     """Compute the polynomial kernel K(x, y) = (gamma <x, y> + coef0)^degree.
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     degree : float, default=3
         Exponent (>= 1).
     gamma : float, default=None
         Kernel coefficient (>= 0); None means 1 / n_features.
     coef0 : float, default=1
         Constant term.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
     """
-    degree = check_real(degree, "degree", low=1.0)
-    coef0 = check_real(coef0, "coef0")
-    return _compute(X, Y, _POLY, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
-                    degree=degree, out=out, n_threads=n_threads)
+    return _registered("poly", X, Y, {"degree": degree, "gamma": gamma, "coef0": coef0}, out,
+                       n_threads)
 
 
+@_doc
 def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     """Compute the RBF (Gaussian) kernel K(x, y) = exp(-gamma ||x - y||^2).
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     gamma : float, default=None
         Kernel coefficient (>= 0); None means 1 / n_features.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-    path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``tile_path``): the fused
-        distance loop for narrow data, then inner products of centred rows
-        on fastkern's register tiles, then by BLAS; "direct", "dot" or
-        "blas" force one (for tests).
+    @out@
+    @path@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     See Also
     --------
@@ -494,103 +501,7 @@ def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     array([[1.    , 0.3679],
            [0.3679, 1.    ]])
     """
-    return _compute(X, Y, _RBF, gamma=default_gamma(gamma, _features(X)), out=out,
-                    n_threads=n_threads, path=path)
-
-
-def laplacian_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """Compute the Laplacian kernel K(x, y) = exp(-gamma ||x - y||_1).
-
-    The L1 distance, as scikit-learn; ``laplacian_l2_kernel`` is kernlab's, of the
-    Euclidean distance.
-
-    Parameters
-    ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
-    """
-    return _compute(X, Y, _LAPLACIAN, gamma=default_gamma(gamma, _features(X)), out=out,
-                    n_threads=n_threads)
-
-
-def sigmoid_kernel(X, Y=None, gamma=None, coef0=1, *, out=None, n_threads=None):
-    """Compute the sigmoid kernel K(x, y) = tanh(gamma <x, y> + coef0).
-
-    Not positive definite in general (only for some gamma, coef0 and data).
-
-    Parameters
-    ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    coef0 : float, default=1
-        Constant term.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
-    """
-    coef0 = check_real(coef0, "coef0")
-    return _compute(X, Y, _SIGMOID, gamma=default_gamma(gamma, _features(X)), coef0=coef0,
-                    out=out, n_threads=n_threads)
-
-
-def exponential_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None):
-    """Compute the exponential kernel K(x, y) = exp(gamma <x, y>).
-
-    Positive definite (the exponential of the linear kernel).  Large gamma <x, y>
-    overflows to inf exactly as numpy's exp would.
-
-    Parameters
-    ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    gamma : float, default=None
-        Kernel coefficient (>= 0); None means 1 / n_features.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
-    """
-    return _compute(X, Y, _EXPONENTIAL, gamma=default_gamma(gamma, _features(X)), out=out,
-                    n_threads=n_threads)
+    return _registered("rbf", X, Y, {"gamma": gamma}, out, n_threads, path)
 
 
 def _normalized_rows(A):
@@ -619,6 +530,7 @@ def _sparse_interface(K):
     return K
 
 
+@_doc
 def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None):
     """Compute the cosine similarity K(x, y) = <x, y> / (|x| |y|).
 
@@ -628,19 +540,10 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
 
     Parameters
     ----------
-    X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-        First input.  float32 gives a float32 result, any other numeric dtype float64.
-    Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     dense_output : bool, default=True
         With X and Y both sparse, False returns a sparse result.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @out@
 
     Returns
     -------
@@ -664,6 +567,7 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
     return _run(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads, "blas")
 
 
+@_doc
 def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     """Compute the Laplacian kernel of the Euclidean distance, exp(-gamma ||x - y||_2).
 
@@ -672,31 +576,14 @@ def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     gamma : float, default=None
         Kernel coefficient (> 0); None means 1 / n_features (as scikit-learn's
         distance kernels; kernlab's default is sigma = 1).
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-    path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``tile_path``): the fused
-        distance loop for narrow data, then inner products of centred rows
-        on fastkern's register tiles, then by BLAS; "direct", "dot" or
-        "blas" force one (for tests).
+    @out@
+    @path@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Notes
     -----
@@ -705,10 +592,10 @@ def laplacian_l2_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path
     fastkern._gram), then mapped to exp(-gamma sqrt(d2)).  kernlab rounds the
     squared distance to 9 decimals first; fastkern does not.
     """
-    gamma = _positive_gamma(gamma, _features(X))
-    return _compute(X, Y, _LAPLACIAN_L2, gamma=gamma, out=out, n_threads=n_threads, path=path)
+    return _registered("laplacian_l2", X, Y, {"gamma": gamma}, out, n_threads, path)
 
 
+@_doc
 def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_threads=None,
                   path=None):
     """Compute kernlab's Bessel kernel (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree.
@@ -718,11 +605,7 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY@
     gamma : float, default=1.0
         Scale of the distance (> 0, kernlab's sigma); None means 1.0 as well.
     order : float, default=1
@@ -733,23 +616,10 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
     degree : int, default=1
         The power, an integer >= 1 (J_nu changes sign, so only integer powers are
         real).
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
-    path : {None, "direct", "dot", "blas"}, default=None
-        None chooses by the number of features (``tile_path``): the fused
-        distance loop for narrow data, then inner products of centred rows
-        on fastkern's register tiles, then by BLAS; "direct", "dot" or
-        "blas" force one (for tests).
+    @out@
+    @path@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Notes
     -----
@@ -762,28 +632,8 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
     The squared distances come from the RBF kernel's loops, as in
     ``laplacian_l2_kernel``; each value then costs one scipy ``jv`` call.
     """
-    gamma = 1.0 if gamma is None else _positive_gamma(gamma, None)
-    order = check_real(order, "order", low=0.0)
-    if order > MAX_BESSEL_ORDER:
-        raise ValueError(f"order must be <= {MAX_BESSEL_ORDER:g}, got {order}")
-    degree = _integer_degree(degree)
-    return _compute(X, Y, _BESSEL, gamma=gamma, degree=degree, order=order, out=out,
-                    n_threads=n_threads, path=path)
-
-
-def _positive_gamma(gamma, n_features):
-    if gamma is None:
-        return default_gamma(None, n_features)
-    return check_real(gamma, "gamma", low=0.0, low_inclusive=False)
-
-
-def _integer_degree(degree):
-    """An integer >= 1 (a float with an integer value is accepted, as estimators'
-    degree may be one); returned as a float for the compiled loops."""
-    value = check_real(degree, "degree", low=1.0)
-    if value != int(value):
-        raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
-    return value
+    return _registered("bessel", X, Y, {"gamma": gamma, "order": order, "degree": degree},
+                       out, n_threads, path)
 
 
 def _featurewise_gram(X, Y, kind, *, gamma=1.0, degree=1.0, nonnegative=False, out,
@@ -802,6 +652,7 @@ def _featurewise_gram(X, Y, kind, *, gamma=1.0, degree=1.0, nonnegative=False, o
     return out
 
 
+@_doc
 def anova_kernel(X, Y=None, gamma=1.0, degree=1, *, out=None, n_threads=None):
     """Compute kernlab's ANOVA kernel (sum_k exp(-gamma (x_k - y_k)^2))^degree.
 
@@ -809,35 +660,22 @@ def anova_kernel(X, Y=None, gamma=1.0, degree=1, *, out=None, n_threads=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY_dense@
     gamma : float, default=1.0
         The scale, kernlab's sigma (> 0); None means kernlab's default 1.0.
     degree : int, default=1
         An integer >= 1 (kernlab's default 1; the estimators' own ``degree``
         parameter, default 3, is passed when they use this kernel by name).
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
     """
-    gamma = 1.0 if gamma is None else check_real(gamma, "gamma", low=0.0, low_inclusive=False)
-    degree = _integer_degree(degree)
-    return _featurewise_gram(X, Y, _featurewise.ANOVA, gamma=gamma, degree=degree, out=out,
-                             n_threads=n_threads)
+    p = _registry.get("anova").resolve({"gamma": gamma, "degree": degree})
+    return _featurewise_gram(X, Y, _featurewise.ANOVA, gamma=p["gamma"], degree=p["degree"],
+                             out=out, n_threads=n_threads)
 
 
+@_doc
 def spline_kernel(X, Y=None, *, out=None, n_threads=None):
     """Compute kernlab's spline kernel, the infinite linear spline kernel.
 
@@ -846,23 +684,10 @@ def spline_kernel(X, Y=None, *, out=None, n_threads=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @XY_dense@
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Notes
     -----
@@ -873,6 +698,7 @@ def spline_kernel(X, Y=None, *, out=None, n_threads=None):
     return _featurewise_gram(X, Y, _featurewise.SPLINE, out=out, n_threads=n_threads)
 
 
+@_doc
 def additive_chi2_kernel(X, Y=None, *, out=None, n_threads=None):
     """Compute the additive chi-squared kernel -sum_k (x_k - y_k)^2 / (x_k + y_k).
 
@@ -881,23 +707,10 @@ def additive_chi2_kernel(X, Y=None, *, out=None, n_threads=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @XY_dense@
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Raises
     ------
@@ -910,6 +723,7 @@ def additive_chi2_kernel(X, Y=None, *, out=None, n_threads=None):
                              n_threads=n_threads)
 
 
+@_doc
 def chi2_kernel(X, Y=None, gamma=1.0, *, out=None, n_threads=None):
     """Compute the chi-squared kernel exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k)).
 
@@ -917,36 +731,24 @@ def chi2_kernel(X, Y=None, gamma=1.0, *, out=None, n_threads=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
+    @XY_dense@
     gamma : float, default=1.0
         Kernel coefficient (> 0, default 1.0, as scikit-learn).
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Raises
     ------
     ValueError
         If X or Y has negative values.
     """
-    gamma = check_real(gamma, "gamma", low=0.0, low_inclusive=False)
+    gamma = _registry.get("chi2").resolve({"gamma": gamma})["gamma"]
     return _featurewise_gram(X, Y, _featurewise.CHI2, gamma=gamma, nonnegative=True, out=out,
                              n_threads=n_threads)
 
 
+@_doc
 def histogram_intersection_kernel(X, Y=None, *, out=None, n_threads=None):
     """Compute the histogram intersection kernel K(x, y) = sum_k min(x_k, y_k).
 
@@ -955,23 +757,10 @@ def histogram_intersection_kernel(X, Y=None, *, out=None, n_threads=None):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples_X, n_features)
-        First input (dense only: a sparse matrix raises TypeError).  float32 gives
-        a float32 result, any other numeric dtype float64.
-    Y : array-like of shape (n_samples_Y, n_features), default=None
-        Second input; None means X.
-    out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-        C-contiguous, aligned, writeable array of the result's dtype, sharing no
-        memory with the inputs, filled and returned; nothing else of size
-        n_samples_X x n_samples_Y is allocated.
-    n_threads : int, default=None
-        OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-        available to this process, capped by its CPU quota).
+    @XY_dense@
+    @out@
 
-    Returns
-    -------
-    K : ndarray of shape (n_samples_X, n_samples_Y)
-        The Gram matrix, ``out`` when it was given.
+    @K@
 
     Raises
     ------
@@ -982,42 +771,58 @@ def histogram_intersection_kernel(X, Y=None, *, out=None, n_threads=None):
                              n_threads=n_threads)
 
 
-_FUNCTIONS = {
-    "linear": linear_kernel,
-    "poly": polynomial_kernel,
-    "polynomial": polynomial_kernel,
-    "rbf": rbf_kernel,
-    "laplacian": laplacian_kernel,
-    "sigmoid": sigmoid_kernel,
-    "exponential": exponential_kernel,
-    "cosine": cosine_similarity,
-    "laplacian_l2": laplacian_l2_kernel,
-    "anova": anova_kernel,
-    "bessel": bessel_kernel,
-    "spline": spline_kernel,
-    "chi2": chi2_kernel,
-    "additive_chi2": additive_chi2_kernel,
-    "histogram_intersection": histogram_intersection_kernel,
-}
+def _generated_function(kdef):
+    """The Gram function of a compiled registry kernel that has none written above.
+
+    Its signature is ``name(X, Y=None, <params with defaults>, *, out=None,
+    n_threads=None[, path=None])``, its docstring assembled from the
+    registry entry and the shared fragments.
+    """
+    P = inspect.Parameter
+    names = kdef.param_names
+    # The distance kernels choose among paths (the L1 one has only the direct path).
+    takes_path = kdef.geometry == "sqdist"
+    signature = inspect.Signature(
+        [P("X", P.POSITIONAL_OR_KEYWORD), P("Y", P.POSITIONAL_OR_KEYWORD, default=None)]
+        + [P(p.name, P.POSITIONAL_OR_KEYWORD, default=p.default) for p in kdef.params]
+        + [P("out", P.KEYWORD_ONLY, default=None), P("n_threads", P.KEYWORD_ONLY, default=None)]
+        + ([P("path", P.KEYWORD_ONLY, default=None)] if takes_path else []))
+
+    def function(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        return _registered(kdef.name, a["X"], a["Y"], {n: a[n] for n in names}, a["out"],
+                           a["n_threads"], a.get("path"))
+
+    lines = [f"Compute the {kdef.title} kernel {kdef.formula}.", ""]
+    if kdef.description:
+        lines += textwrap.wrap(kdef.description, 79) + [""]
+    lines += ["Parameters", "----------", "@XY@" if "sparse" in kdef.paths else "@XY_dense@"]
+    lines += [p.describe() for p in kdef.params]
+    lines += ["@out@"] + (["@path@"] if takes_path else []) + ["", "@K@"]
+    if kdef.class_name:
+        lines += ["", "See Also", "--------",
+                  f"fastkern.kernels.{kdef.class_name} : The same kernel as a composable object."]
+    body = "\n".join(lines).replace("\n", "\n    ")
+    function.__doc__ = body + "\n    "
+    function.__name__ = function.__qualname__ = kdef.function
+    function.__module__ = __name__
+    function.__signature__ = signature
+    return _doc(function)
+
+
+for _kdef in _COMPILED:
+    if _kdef.function not in globals():
+        globals()[_kdef.function] = _generated_function(_kdef)
+    if _kdef.function not in __all__:
+        __all__.append(_kdef.function)
+del _kdef
+
+_FUNCTIONS = {name: globals()[k.function] for k in _registry.KERNELS for name in k.names}
 
 #: Parameters each string kernel accepts (as sklearn's KERNEL_PARAMS).
-KERNEL_PARAMS = {
-    "linear": (),
-    "poly": ("gamma", "degree", "coef0"),
-    "polynomial": ("gamma", "degree", "coef0"),
-    "rbf": ("gamma",),
-    "laplacian": ("gamma",),
-    "sigmoid": ("gamma", "coef0"),
-    "exponential": ("gamma",),
-    "cosine": (),
-    "laplacian_l2": ("gamma",),
-    "anova": ("gamma", "degree"),
-    "bessel": ("gamma", "order", "degree"),
-    "spline": (),
-    "chi2": ("gamma",),
-    "additive_chi2": (),
-    "histogram_intersection": (),
-}
+KERNEL_PARAMS = {name: k.param_names for k in _registry.KERNELS for name in k.names}
 
 
 class KernelBase:
@@ -1064,13 +869,14 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
     Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
         Second input; None means X.
     metric : str, Kernel or callable, default="linear"
-        One of fastkern's string kernels ("linear", "poly"/"polynomial", "rbf",
-        "laplacian", "sigmoid", "exponential", "cosine", "chi2",
-        "additive_chi2", and kernlab's "laplacian_l2", "anova", "bessel",
-        "spline", plus "histogram_intersection"), "precomputed" (X is the kernel;
-        it must be square when Y is None), a fastkern kernel object, any other
-        scikit-learn kernel name or a callable k(x, y) on two rows; the last two
-        are computed by scikit-learn.
+        One of fastkern's string kernels (the names of ``KERNEL_PARAMS``:
+        scikit-learn's "linear", "poly"/"polynomial", "rbf", "laplacian",
+        "sigmoid", "cosine", "chi2", "additive_chi2", kernlab's
+        "laplacian_l2", "anova", "bessel", "spline", and more, each defined
+        in ``fastkern._registry``), "precomputed" (X is the kernel; it must be
+        square when Y is None), a fastkern kernel object, any other
+        scikit-learn kernel name or a callable k(x, y) on two rows; the last
+        two are computed by scikit-learn.
     filter_params : bool, default=False
         Drop the keywords in ``kwds`` that the kernel does not take
         (``KERNEL_PARAMS``).
@@ -1084,7 +890,7 @@ def pairwise_kernels(X, Y=None, metric="linear", *, filter_params=False, n_jobs=
         OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
         available to this process, capped by its CPU quota).
     **kwds : dict
-        Parameters of the kernel (gamma, degree, coef0, order).
+        Parameters of the kernel (``KERNEL_PARAMS[metric]``).
 
     Returns
     -------

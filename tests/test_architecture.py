@@ -25,6 +25,7 @@ LAYERS = [
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
     ("configuration", {"_config"}),
+    ("kernel registry", {"_registry"}),
     ("Gram functions", {"pairwise", "_gamma"}),
     ("kernel objects", {"kernels"}),
     ("structured kernels", {"structured"}),
@@ -149,3 +150,43 @@ def test_benchmark_harness_is_not_installed():
     assert not (PACKAGE / "_bench").exists()
     assert not any("_harness" in p.read_text() for p in PACKAGE.rglob("*.py")
                    if p.parent.name != "cli")
+
+
+def _kernel_name_collections(path, names):
+    """Literal dicts, lists, tuples and sets in a source file that hold two or more
+    kernel names (as keys or items): a second table of kernels."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Dict):
+            items = node.keys
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items = node.elts
+        else:
+            continue
+        hits = {i.value for i in items
+                if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in names}
+        if len(hits) >= 2:
+            found.append((node.lineno, sorted(hits)))
+    return found
+
+
+def test_only_the_registry_lists_kernels():
+    """Each vector kernel is defined once, in fastkern/_registry.py: no other module
+    keeps a table of kernel names (derive it from the registry instead)."""
+    from fastkern import _registry
+
+    names = set(_registry.BY_NAME)
+    wrong = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_registry.py":
+            continue
+        found = _kernel_name_collections(path, names)
+        if found:
+            wrong[str(path.relative_to(PACKAGE))] = found
+    assert not wrong, f"kernel names listed outside fastkern/_registry.py: {wrong}"
+
+
+def test_the_kernel_table_check_sees_a_table(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('KINDS = {"rbf": 2, "laplacian": 3}\nOK = ("rbf", "precomputed")\n')
+    assert _kernel_name_collections(source, {"rbf", "laplacian"}) == [(1, ["laplacian", "rbf"])]

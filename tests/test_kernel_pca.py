@@ -936,8 +936,7 @@ def test_upper_triangle_gram_matches_the_full_gram(kernel, params, n, d):
     X = np.random.default_rng(n + d).standard_normal((n, d)) + 3.0
     full = pairwise_kernels(X, metric=kernel, n_threads=2, **params)
     for threads in (1, 2):
-        K = _upper_triangle_gram(X, kernel, gamma=params.get("gamma"),
-                                coef0=params.get("coef0", 1.0), n_threads=threads)
+        K = _upper_triangle_gram(X, kernel, params, n_threads=threads)
         assert isinstance(K, PackedUpperGram) and K.shape == (n, n)
         np.testing.assert_array_equal(K.toarray(), full)
 

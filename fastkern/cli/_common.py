@@ -136,8 +136,23 @@ def add_seed(parser):
                              "same output")
 
 
+def _extra_kernel_params():
+    """name -> (Param, kernels taking it) for the registry's kernel parameters other
+    than gamma, degree and coef0 (the estimators' own), which reach the kernel
+    through kernel_params: Bessel's order, the rational quadratic's alpha, ..."""
+    from fastkern import _registry
+
+    extra = {}
+    for k in _registry.KERNELS:
+        for p in k.params:
+            if p.name not in ("gamma", "degree", "coef0"):
+                extra.setdefault(p.name, (p, []))[1].append(k.name)
+    return extra
+
+
 def add_kernel(parser, gamma_default, gamma_default_text, suffix="", which=""):
-    """--kernel, --gamma, --degree, --coef0 and --order (with a suffix: of the Y view)."""
+    """--kernel, --gamma, --degree, --coef0 and every other registry kernel parameter
+    (--order, --alpha, ...; with a suffix: of the Y view)."""
     of = f" of {which}" if which else ""
     parser.add_argument(f"--kernel{suffix}", default="rbf" if not suffix else None,
                         choices=kernel_names(), metavar="KERNEL",
@@ -152,16 +167,23 @@ def add_kernel(parser, gamma_default, gamma_default_text, suffix="", which=""):
                              "kernel's)")
     parser.add_argument(f"--coef0{suffix}", type=real, default=None, metavar="C",
                         help=f"coef0{of} of the poly and sigmoid kernels (default: the kernel's)")
-    parser.add_argument(f"--order{suffix}", type=non_negative_float, default=None, metavar="V",
-                        help=f"order{of} of the bessel kernel (default: the kernel's)")
+    for name, (param, kernels) in _extra_kernel_params().items():
+        strict = param.low is not None and not param.low_inclusive
+        parser.add_argument(f"--{name.replace('_', '-')}{suffix}",
+                            type=positive_float if strict else non_negative_float,
+                            default=None, metavar=name[0].upper(),
+                            help=f"{name}{of} of the {', '.join(kernels)} kernel(s) (default: "
+                                 "the kernel's)")
 
 
 def kernel_kwargs(args, suffix=""):
-    """degree, coef0 and kernel_params (order) as given: the estimators' defaults otherwise."""
+    """degree, coef0 and kernel_params (the other kernel parameters) as given: the
+    estimators' defaults otherwise."""
     get = lambda name: getattr(args, f"{name}{suffix}")  # noqa: E731
     kwargs = {k: get(k) for k in ("degree", "coef0") if get(k) is not None}
-    if get("order") is not None:
-        kwargs["kernel_params"] = {"order": get("order")}
+    params = {name: get(name) for name in _extra_kernel_params() if get(name) is not None}
+    if params:
+        kwargs["kernel_params"] = params
     return kwargs
 
 
@@ -323,25 +345,16 @@ def standardise(X):
 def resolve_gamma(gamma, X, kernel):
     """The numeric gamma the kernel will use on X, None for a kernel without one.
 
-    "median"/"scale" by fastkern's one rule (resolve_gamma); None by the
-    kernel function's own default (1 / number of features where it is None,
-    as scikit-learn), so that the summary can print the value.
+    "median"/"scale" by fastkern's one rule (``_kernel_api.resolve_gamma``,
+    through the spec); None by the kernel's registry default (1 / number of
+    features where it is None, as scikit-learn), so that the summary can
+    print the value.
     """
-    import inspect
-
-    from fastkern._kernel_api import resolve_gamma as resolve
-    from fastkern._kernel_api import takes_gamma
+    from fastkern._kernel_api import KernelSpec, takes_gamma
 
     if not takes_gamma(kernel):
         return None
-    if gamma is None:
-        from fastkern import pairwise
-
-        function = getattr(pairwise, "_FUNCTIONS", {}).get(kernel)
-        default = (inspect.signature(function).parameters["gamma"].default
-                   if function is not None else None)
-        return 1.0 / X.shape[1] if default is None else float(default)
-    return resolve(gamma, X, kernel)
+    return KernelSpec.from_params(kernel, gamma=gamma, X=X).gamma(X.shape[1])
 
 
 def gamma_text(gamma, given):

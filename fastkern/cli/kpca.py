@@ -199,7 +199,10 @@ def degenerate_warning(Z, scaled, kernel):
     tips = []
     if not scaled:
         tips.append("standardise the columns (drop --no-scale)")
-    if kernel in ("rbf", "laplacian", "exponential", "sigmoid", "laplacian_l2", "chi2"):
+    from fastkern.pairwise import KERNEL_PARAMS
+
+    # Every kernel with a gamma: a smaller one spreads the similarity out.
+    if "gamma" in KERNEL_PARAMS.get(kernel, ()):
         tips.append("try a smaller --gamma (the kernel sees almost no similarity between "
                     "the points)")
     if tips:

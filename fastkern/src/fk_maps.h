@@ -429,4 +429,88 @@ static void fk_dot_tile(const double *xc, ptrdiff_t d, const double *yct, ptrdif
 FK_DEFINE_MAPS(double, d)
 FK_DEFINE_MAPS(float, f)
 
+/* The compiled kernels, one line each: id, the registry's name of the compiled
+ * map (fastkern/_registry.py), and the geometry the tile loops compute before
+ * the map (FK_INNER: inner products; FK_SQDIST: squared Euclidean distances;
+ * FK_L1: L1 distances).  The enum below numbers them for every .pyx
+ * (fastkern._gram.kind_codes() reads the names).  A kernel of FK_SQDIST
+ * geometry needs nothing else in Cython: the dense, sparse and matrix-free
+ * loops compute its squared distances as RBF's and call fk_sqdist_map (its
+ * case below) on each row; RBF and Bessel are mapped in Cython instead
+ * (RBF's fused exp, Bessel's scipy jv). */
+#define FK_KINDS(X)                                      \
+    X(LINEAR, "linear", FK_INNER)                        \
+    X(POLY, "poly", FK_INNER)                            \
+    X(RBF, "rbf", FK_SQDIST)                             \
+    X(LAPLACIAN, "laplacian", FK_L1)                     \
+    X(SIGMOID, "sigmoid", FK_INNER)                      \
+    X(EXPONENTIAL, "exponential", FK_INNER)              \
+    X(LAPLACIAN_L2, "laplacian_l2", FK_SQDIST)           \
+    X(BESSEL, "bessel", FK_SQDIST)                       \
+    X(RATIONAL_QUADRATIC, "rational_quadratic", FK_SQDIST)
+
+enum { FK_INNER = 0, FK_SQDIST = 1, FK_L1 = 2 };
+#define FK_KIND_ENUM(id, name, geometry) FK_K_##id,
+enum fk_kind { FK_KINDS(FK_KIND_ENUM) FK_N_KINDS };
+#undef FK_KIND_ENUM
+
+/* The registry's name of a kind, or NULL outside 0 <= kind < FK_N_KINDS. */
+static const char *fk_kind_name(int kind)
+{
+#define FK_KIND_NAME(id, name, geometry) name,
+    static const char *const names[] = { FK_KINDS(FK_KIND_NAME) };
+#undef FK_KIND_NAME
+    return kind >= 0 && kind < FK_N_KINDS ? names[kind] : NULL;
+}
+
+static int fk_kind_geometry(int kind)
+{
+#define FK_KIND_GEOMETRY(id, name, geometry) geometry,
+    static const int geometries[] = { FK_KINDS(FK_KIND_GEOMETRY) };
+#undef FK_KIND_GEOMETRY
+    return kind >= 0 && kind < FK_N_KINDS ? geometries[kind] : -1;
+}
+
+/* Squared distances -> kernel values in place, for the FK_SQDIST kernels that
+ * are neither RBF nor Bessel.  gamma, coef0 and degree are the kernel spec's
+ * three numbers; each kernel's registry entry (compiled_args) says what they
+ * hold.  One switch per row: the loop of each case is tight and vectorisable
+ * (float: the float32 direct path's distances; mapped in double where the
+ * kernel needs it, rounded once). */
+static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind, double gamma,
+                            double coef0, double degree)
+{
+    (void)coef0;
+    (void)degree;
+    switch (kind) {
+    case FK_K_LAPLACIAN_L2:
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_d(-gamma * sqrt(g[j]));
+        break;
+    case FK_K_RATIONAL_QUADRATIC:
+        /* (1 + gamma d2)^-alpha, gamma = 1 / (2 alpha l^2), alpha in degree. */
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * log1p(gamma * g[j]));
+        break;
+    default:
+        break;
+    }
+}
+
+static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind, double gamma,
+                            double coef0, double degree)
+{
+    (void)coef0;
+    (void)degree;
+    switch (kind) {
+    case FK_K_LAPLACIAN_L2:
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_f((float)-gamma * sqrtf(g[j]));
+        break;
+    case FK_K_RATIONAL_QUADRATIC:
+        for (ptrdiff_t j = 0; j < n; j++)
+            g[j] = (float)exp(-degree * log1p(gamma * (double)g[j]));
+        break;
+    default:
+        break;
+    }
+}
+
 #endif /* FK_MAPS_H */
