@@ -190,6 +190,19 @@ def limits_blas(method):
     return wrapped
 
 
+# interruptible runs fn in place when no array argument holds more values
+# than this (a 256 x 256 matrix): its LAPACK call takes well under the
+# half-second Ctrl-C allows (a full eigh of 256 x 256, ~1.5e8 flops, some
+# tens of ms), and a thread's start and join would cost more than the call
+# itself on a busy machine (KernelPCA on 200 samples: two calls per fit).
+INTERRUPTIBLE_IN_PLACE = 256 * 256
+
+
+def _largest_array(args):
+    return max((a.size for a in args if hasattr(a, "size") and hasattr(a, "shape")),
+               default=0)
+
+
 def interruptible(fn, *args, **kwargs):
     """fn(*args, **kwargs), run so that Ctrl-C raises KeyboardInterrupt at once.
 
@@ -203,9 +216,11 @@ def interruptible(fn, *args, **kwargs):
     long part (``_inchol.syevr``/``syev``, numpy's linalg and matmul do;
     scipy.linalg's f2py wrappers do not, and the main thread would wait
     for the GIL instead).  Called from another thread than the main one
-    (where signals do not arrive), fn runs in place.
+    (where signals do not arrive), or on arrays of at most
+    ``INTERRUPTIBLE_IN_PLACE`` values, fn runs in place.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if (threading.current_thread() is not threading.main_thread()
+            or _largest_array(args) <= INTERRUPTIBLE_IN_PLACE):
         return fn(*args, **kwargs)
     box = {}
 

@@ -130,3 +130,25 @@ def test_small_and_large_work_give_the_same_results_with_the_serial_path(n, monk
     K1 = fastkern.rbf_kernel(X, n_threads=2)
     np.testing.assert_array_equal(K1, K0)
     np.testing.assert_array_equal(fastkern.center_gram(K1, n_threads=2), C0)
+
+
+def test_interruptible_runs_small_calls_in_place_and_large_ones_aside():
+    # A thread per LAPACK call cost more than the call on small matrices
+    # (KernelPCA on 200 samples makes two); a large call runs in a worker
+    # so that Ctrl-C is seen.
+    import threading
+
+    import numpy as np
+
+    from fastkern._threads import INTERRUPTIBLE_IN_PLACE, interruptible
+
+    def where(a):
+        return threading.current_thread(), float(a.sum())
+
+    side = int(np.sqrt(INTERRUPTIBLE_IN_PLACE))
+    small = np.ones((side, side))
+    large = np.ones((side + 1, side + 1))
+    thread, total = interruptible(where, small)
+    assert thread is threading.main_thread() and total == side * side
+    thread, total = interruptible(where, large)
+    assert thread is not threading.main_thread() and total == (side + 1) ** 2
