@@ -3,7 +3,10 @@
 Every sample is a run of a flat array: sample i of a batch is
 ``items[offsets[i]:offsets[i + 1]]`` (string code points, or sorted set item
 ids with ``weights`` beside them).  Each entry of the Gram is an independent
-O(|x| |y|) (or O(k |x| |y|), or O(|x| + |y|)) computation.  The entries
+computation: O(|y|) for the substring kernels (x's suffix automaton, built
+once per row of the Gram by the thread that meets the row: src/fk_sam.h),
+O(|x| |y|) for those on scaled weights, O(k |x| |y|) for subsequences and
+O(|x| + |y|) for sets.  The entries
 (pairs of samples) are numbered row by row and run in time-bounded batches
 of consecutive pairs (fastkern._batches), each batch split into chunks that
 threads take with a dynamic schedule: a batch is a few pairs when a pair is
@@ -23,6 +26,17 @@ import numpy as np
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 
+cdef extern from "fk_sam.h" nogil:
+    ctypedef struct fk_sam:
+        int64_t row
+    size_t fk_sam_bytes(Py_ssize_t m)
+    fk_sam *fk_sam_init(void *buf, Py_ssize_t m)
+    fk_sam *fk_sam_at(void *buf)
+    void fk_sam_build(fk_sam *s, const int32_t *x, Py_ssize_t p, const double *whi,
+                      const double *wlo, int64_t row)
+    double fk_sam_match(const fk_sam *s, const int32_t *t, Py_ssize_t q, const double *whi,
+                        const double *wlo)
+
 cdef enum:
     SUBSTRING = 0
     SUBSEQUENCE = 1
@@ -30,38 +44,14 @@ cdef enum:
     SET_RATIO = 3
 
 
-cdef double _substring_pair(const int32_t *a, Py_ssize_t p, const int32_t *b,
-                            Py_ssize_t q, const double *cw) noexcept nogil:
-    """sum over position pairs (i, j) of W(lcp(a[i:], b[j:])), W cumulative.
-
-    Along each diagonal the common prefixes form runs: a run of r matching
-    characters holds positions whose lcp is r, r - 1, ..., 1, and cw[r] is
-    W(1) + ... + W(r).
-    """
-    cdef double acc = 0.0
-    cdef Py_ssize_t d, i, j, run
-    for d in range(-(p - 1), q):
-        i = -d if d < 0 else 0
-        j = i + d
-        run = 0
-        while i < p and j < q:
-            if a[i] == b[j]:
-                run = run + 1
-            elif run:
-                acc = acc + cw[run]
-                run = 0
-            i = i + 1
-            j = j + 1
-        if run:
-            acc = acc + cw[run]
-    return acc
-
-
 cdef double _substring_pair_scaled(const int32_t *a, Py_ssize_t p, const int32_t *b,
                                    Py_ssize_t q, const double *logcw, double shift,
                                    double *hist) noexcept nogil:
-    """_substring_pair with cw[r] = exp(logcw[r] - shift), each evaluated once.
+    """sum over position pairs (i, j) of cw(lcp(a[i:], b[j:])) / exp(shift) with
+    cw(r) = W(1) + ... + W(r), W cumulative, given as logcw[r] = log cw(r).
 
+    Along each diagonal the common prefixes form runs: a run of r matching
+    characters holds positions whose lcp is r, r - 1, ..., 1, and adds cw(r).
     The maximal runs are counted by length first (hist, zeroed on return), so
     a pair costs min(p, q) exponentials besides its O(p q) walk.  For the
     normalised kernels whose weights over- or underflow float64: shift is
@@ -203,12 +193,14 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
                  Py_ssize_t ny, const int64_t *rowstart,
                  const int32_t *sx, const int32_t *sy, const int64_t *ix, const int64_t *iy,
                  const double *wx, const double *wy, const int32_t *ex, const int32_t *ey,
-                 const int64_t *ox, const int64_t *oy, const double *cw,
-                 const double *logcw, const double *lsx, const double *lsy, int n, double lam,
-                 double *buf, double *out) noexcept nogil:
+                 const int64_t *ox, const int64_t *oy, const double *whi,
+                 const double *wlo, const double *logcw, const double *lsx,
+                 const double *lsy, int n, double lam, double *buf,
+                 double *out) noexcept nogil:
     """Entries t0 .. t1 - 1 of the Gram, numbered row by row (from the diagonal
     when symmetric): rowstart[i] is the number of the first entry of row i."""
     cdef Py_ssize_t lo = 0, hi = nx, mid, i, j, t, a0, p, q
+    cdef fk_sam *sam
     while hi - lo > 1:  # the row holding t0: rowstart[i] <= t0 < rowstart[i + 1]
         mid = (lo + hi) // 2
         if rowstart[mid] <= t0:
@@ -226,7 +218,10 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
         q = oy[j + 1] - oy[j]
         if kind == SUBSTRING:
             if logcw == NULL:
-                out[i * ny + j] = _substring_pair(sx + a0, p, sy + oy[j], q, cw)
+                sam = fk_sam_at(buf)
+                if sam.row != i:
+                    fk_sam_build(sam, sx + a0, p, whi, wlo, i)
+                out[i * ny + j] = fk_sam_match(sam, sy + oy[j], q, whi, wlo)
             else:
                 out[i * ny + j] = _substring_pair_scaled(sx + a0, p, sy + oy[j], q, logcw,
                                                          0.5 * (lsx[i] + lsy[j]), buf)
@@ -243,10 +238,11 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
 
 def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
           double[:, ::1] out, bint symmetric, int n_threads, wx=None, wy=None,
-          const double[::1] cw=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
+          const double[::1] w=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
           ex=None, ey=None, const double[::1] logcw=None, lsx=None, lsy=None):
     """out[i, j] = the kernel of sample i of x and j of y (kind: SUBSTRING with
-    cw, or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
+    the weights w[L] of the lengths L (w[0] = 0, L up to the longest sample),
+    or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
     n and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
     exponents ex, ey of their scaling)."""
     cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, c, size, nchunks
@@ -262,7 +258,11 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     cdef const double *pwy = NULL
     cdef const int32_t *pex = NULL
     cdef const int32_t *pey = NULL
-    cdef const double *pcw = NULL
+    cdef const double *pwhi = NULL
+    cdef const double *pwlo = NULL
+    cdef double[::1] whi, wlo
+    cdef double acc_hi, acc_lo, term, part, back
+    cdef Py_ssize_t L, longest = 0
     cdef const double *plcw = NULL
     cdef const double *plsx = NULL
     cdef const double *plsy = NULL
@@ -285,8 +285,22 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
             psx = &sxv[0]
         if syv.shape[0]:
             psy = &syv[0]
-    if cw is not None:
-        pcw = &cw[0]
+    if w is not None:
+        # W[L] = w[1] + ... + w[L] as a double-double hi + lo (Knuth's two-sum),
+        # so that the automaton's W[L] - W[l] is accurate to the last bit.
+        whi, wlo = np.zeros(w.shape[0]), np.zeros(w.shape[0])
+        acc_hi = acc_lo = 0.0
+        for L in range(1, w.shape[0]):
+            term = w[L]
+            part = acc_hi + term
+            back = part - acc_hi
+            acc_lo = acc_lo + ((acc_hi - (part - back)) + (term - back))
+            acc_hi = part + acc_lo
+            acc_lo = acc_lo - (acc_hi - part)
+            whi[L], wlo[L] = acc_hi, acc_lo
+        pwhi, pwlo = &whi[0], &wlo[0]
+        longest = max(np.diff(ox).max(initial=0), 1)
+        buf_size = max(buf_size, <Py_ssize_t> (fk_sam_bytes(longest) // 8 + 1))
     if logcw is not None:
         lsxv, lsyv = lsx, lsy
         plcw, plsx, plsy = &logcw[0], &lsxv[0], &lsyv[0]
@@ -299,12 +313,15 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     else:
         rowstart_a[1:] = np.arange(1, nx + 1, dtype=np.int64) * ny
     cdef const int64_t[::1] rowstart = rowstart_a
-    # One workspace per thread (the DP table, or the run histogram, zeroed),
-    # allocated here so that a failure is a MemoryError rather than a crash
-    # inside nogil code.
+    # One workspace per thread (the DP table, the run histogram, zeroed, or a
+    # suffix automaton for x's longest sample), allocated here so that a
+    # failure is a MemoryError rather than a crash inside nogil code.
     # No more threads (and workspaces) than pairs.
     n_threads = <int> min(<Py_ssize_t> n_threads, max(rowstart[nx], 1))
     bufs = np.zeros((max(n_threads, 1), max(buf_size, 1)))
+    if w is not None:
+        for i in range(bufs.shape[0]):
+            fk_sam_init(&bufs[i, 0], longest)
     cdef Batches batches = Batches(rowstart[nx], n_threads)
     while batches.next():
         size = batches.stop - batches.start
@@ -319,7 +336,7 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
                 _cells(kind, batches.start + size * c // nchunks,
                        batches.start + size * (c + 1) // nchunks, symmetric, nx, ny,
                        &rowstart[0], psx, psy, pix, piy, pwx, pwy, pex, pey, &ox[0], &oy[0],
-                       pcw, plcw, plsx, plsy, n, lam, pbuf, po)
+                       pwhi, pwlo, plcw, plsx, plsy, n, lam, pbuf, po)
     if symmetric:
         for i in range(nx):
             for j in range(i):

@@ -309,13 +309,13 @@ class _SubstringFamily(_StringKernel):
                 if not np.all(np.isfinite(cw)):
                     raise ValueError(f"{self!r}: the substring weights overflow float64 for "
                                      f"strings of length {m}")
-                return cw, None
+                return np.concatenate(([0.0], np.exp(logw))), None
         return None, logcw
 
     def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
-        cw, logcw = plan
+        w, logcw = plan
         if logcw is None:
-            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, cw=cw)
+            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, w=w)
             return
         # s_x = log cw[|x|]; 0 for a string with no weighted substring (its
         # k(x, x) is 0 whatever the scale).
