@@ -32,10 +32,8 @@ cdef extern from "fk_sam.h" nogil:
     size_t fk_sam_bytes(Py_ssize_t m)
     fk_sam *fk_sam_init(void *buf, Py_ssize_t m)
     fk_sam *fk_sam_at(void *buf)
-    void fk_sam_build(fk_sam *s, const int32_t *x, Py_ssize_t p, const double *whi,
-                      const double *wlo, int64_t row)
-    double fk_sam_match(const fk_sam *s, const int32_t *t, Py_ssize_t q, const double *whi,
-                        const double *wlo)
+    void fk_sam_build(fk_sam *s, const int32_t *x, Py_ssize_t p, const double *W, int64_t row)
+    double fk_sam_match(const fk_sam *s, const int32_t *t, Py_ssize_t q, const double *W)
 
 cdef enum:
     SUBSTRING = 0
@@ -193,10 +191,9 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
                  Py_ssize_t ny, const int64_t *rowstart,
                  const int32_t *sx, const int32_t *sy, const int64_t *ix, const int64_t *iy,
                  const double *wx, const double *wy, const int32_t *ex, const int32_t *ey,
-                 const int64_t *ox, const int64_t *oy, const double *whi,
-                 const double *wlo, const double *logcw, const double *lsx,
-                 const double *lsy, int n, double lam, double *buf,
-                 double *out) noexcept nogil:
+                 const int64_t *ox, const int64_t *oy, const double *W,
+                 const double *logcw, const double *lsx, const double *lsy, int n,
+                 double lam, double *buf, double *out) noexcept nogil:
     """Entries t0 .. t1 - 1 of the Gram, numbered row by row (from the diagonal
     when symmetric): rowstart[i] is the number of the first entry of row i."""
     cdef Py_ssize_t lo = 0, hi = nx, mid, i, j, t, a0, p, q
@@ -220,8 +217,8 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
             if logcw == NULL:
                 sam = fk_sam_at(buf)
                 if sam.row != i:
-                    fk_sam_build(sam, sx + a0, p, whi, wlo, i)
-                out[i * ny + j] = fk_sam_match(sam, sy + oy[j], q, whi, wlo)
+                    fk_sam_build(sam, sx + a0, p, W, i)
+                out[i * ny + j] = fk_sam_match(sam, sy + oy[j], q, W)
             else:
                 out[i * ny + j] = _substring_pair_scaled(sx + a0, p, sy + oy[j], q, logcw,
                                                          0.5 * (lsx[i] + lsy[j]), buf)
@@ -238,10 +235,11 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
 
 def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
           double[:, ::1] out, bint symmetric, int n_threads, wx=None, wy=None,
-          const double[::1] w=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
+          const double[::1] W=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
           ex=None, ey=None, const double[::1] logcw=None, lsx=None, lsy=None):
     """out[i, j] = the kernel of sample i of x and j of y (kind: SUBSTRING with
-    the weights w[L] of the lengths L (w[0] = 0, L up to the longest sample),
+    the cumulative weights W[L] = w(1) + ... + w(L) (W[0] = 0, L up to the
+    longest sample),
     or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
     n and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
     exponents ex, ey of their scaling)."""
@@ -258,11 +256,8 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     cdef const double *pwy = NULL
     cdef const int32_t *pex = NULL
     cdef const int32_t *pey = NULL
-    cdef const double *pwhi = NULL
-    cdef const double *pwlo = NULL
-    cdef double[::1] whi, wlo
-    cdef double acc_hi, acc_lo, term, part, back
-    cdef Py_ssize_t L, longest = 0
+    cdef const double *pW = NULL
+    cdef Py_ssize_t longest = 0
     cdef const double *plcw = NULL
     cdef const double *plsx = NULL
     cdef const double *plsy = NULL
@@ -285,20 +280,8 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
             psx = &sxv[0]
         if syv.shape[0]:
             psy = &syv[0]
-    if w is not None:
-        # W[L] = w[1] + ... + w[L] as a double-double hi + lo (Knuth's two-sum),
-        # so that the automaton's W[L] - W[l] is accurate to the last bit.
-        whi, wlo = np.zeros(w.shape[0]), np.zeros(w.shape[0])
-        acc_hi = acc_lo = 0.0
-        for L in range(1, w.shape[0]):
-            term = w[L]
-            part = acc_hi + term
-            back = part - acc_hi
-            acc_lo = acc_lo + ((acc_hi - (part - back)) + (term - back))
-            acc_hi = part + acc_lo
-            acc_lo = acc_lo - (acc_hi - part)
-            whi[L], wlo[L] = acc_hi, acc_lo
-        pwhi, pwlo = &whi[0], &wlo[0]
+    if W is not None:
+        pW = &W[0]
         longest = max(np.diff(ox).max(initial=0), 1)
         buf_size = max(buf_size, <Py_ssize_t> (fk_sam_bytes(longest) // 8 + 1))
     if logcw is not None:
@@ -319,7 +302,7 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     # No more threads (and workspaces) than pairs.
     n_threads = <int> min(<Py_ssize_t> n_threads, max(rowstart[nx], 1))
     bufs = np.zeros((max(n_threads, 1), max(buf_size, 1)))
-    if w is not None:
+    if W is not None:
         for i in range(bufs.shape[0]):
             fk_sam_init(&bufs[i, 0], longest)
     cdef Batches batches = Batches(rowstart[nx], n_threads)
@@ -336,7 +319,7 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
                 _cells(kind, batches.start + size * c // nchunks,
                        batches.start + size * (c + 1) // nchunks, symmetric, nx, ny,
                        &rowstart[0], psx, psy, pix, piy, pwx, pwy, pex, pey, &ox[0], &oy[0],
-                       pwhi, pwlo, plcw, plsx, plsy, n, lam, pbuf, po)
+                       pW, plcw, plsx, plsy, n, lam, pbuf, po)
     if symmetric:
         for i in range(nx):
             for j in range(i):

@@ -278,15 +278,16 @@ class _SubstringFamily(_StringKernel):
     """sum over substrings s common to x and y of w(len(s)) n_x(s) n_y(s).
 
     Computed as sum over position pairs (i, j) of W(lcp(x[i:], y[j:])) with
-    W(m) = w(1) + ... + w(m), walking the diagonals of the match matrix: one
-    O(|x| |y|) pass per pair of strings.  cw[r] = W(1) + ... + W(r) is what a
-    maximal run of r matching characters adds.
+    W(m) = w(1) + ... + w(m): y read through x's suffix automaton, O(|y|) per
+    pair once the automaton is built (once per row; _structured, fk_sam.h).
 
     Where cw leaves [1e-150, 1e150] (weights lambda_**(2L) of a small
     lambda_, or lambda_**-L over long strings) the normalised kernel runs
-    on a per-pair scale instead: cw[r] exp(-(s_x + s_y) / 2), s_x =
-    log cw[|x|], computed from log cw, so no value over- or underflows and
-    the scale cancels in the normalisation.
+    on a per-pair scale instead, walking the diagonals of the match matrix
+    (O(|x| |y|) per pair): a maximal run of r matching characters adds
+    cw[r] exp(-(s_x + s_y) / 2), cw[r] = W(1) + ... + W(r), s_x = log cw[|x|],
+    computed from log cw, so no value over- or underflows and the scale
+    cancels in the normalisation.
     """
 
     def _log_weights(self, L):
@@ -309,13 +310,13 @@ class _SubstringFamily(_StringKernel):
                 if not np.all(np.isfinite(cw)):
                     raise ValueError(f"{self!r}: the substring weights overflow float64 for "
                                      f"strings of length {m}")
-                return np.concatenate(([0.0], np.exp(logw))), None
+                return np.concatenate(([0.0], W)), None
         return None, logcw
 
     def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
-        w, logcw = plan
+        W, logcw = plan
         if logcw is None:
-            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, w=w)
+            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, W=W)
             return
         # s_x = log cw[|x|]; 0 for a string with no weighted substring (its
         # k(x, x) is 0 whatever the scale).

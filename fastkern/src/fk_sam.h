@@ -21,9 +21,11 @@
  * Characters are int32 code points, so the transitions live in an
  * open-addressing hash keyed by (state, character), at most half full; each
  * state also lists its outgoing characters, which cloning a state copies.
- * W comes as a double-double (hi + lo) so that W(L) - W(l) keeps full
- * relative precision where W(L) is much larger than the difference (weights
- * decaying slowly along long repeats); integer weights stay exact.
+ *
+ * Rounding: W(L) - W(l) may be a small difference of large sums, but the
+ * states up the links of v occur at least occ(v) times, so F(link v) >=
+ * occ(v) W(l) and each added term is at least occ(v) W(L): its rounding
+ * error stays a few ulps of the term.  Integer weights stay exact.
  *
  * No allocation: fk_sam_bytes(m) bytes hold the automaton of any string of
  * at most m characters, laid out by fk_sam_init at the start of the buffer.
@@ -164,10 +166,10 @@ FK_INLINE int32_t fk_sam_new_state(fk_sam *s, int32_t len, int32_t link, double 
     return v;
 }
 
-/* Builds the automaton of x[0:p] (p <= m) with the weights W = whi + wlo
+/* Builds the automaton of x[0:p] (p <= m) with the cumulative weights W
  * (W[L] for L = 0..p, W[0] = 0), and marks it as sample `row`'s. */
-static void fk_sam_build(fk_sam *s, const int32_t *x, ptrdiff_t p, const double *whi,
-                         const double *wlo, int64_t row)
+static void fk_sam_build(fk_sam *s, const int32_t *x, ptrdiff_t p, const double *W,
+                         int64_t row)
 {
     fk_sam_state *st = s->st;
     int bits = fk_sam_bits(p);
@@ -235,16 +237,13 @@ static void fk_sam_build(fk_sam *s, const int32_t *x, ptrdiff_t p, const double 
         v = s->order[i];
         u = st[v].link;
         st[v].linklen = st[u].len;
-        st[v].flink = u ? st[u].flink + st[u].occ * ((whi[st[u].len] - whi[st[u].linklen])
-                                                     + (wlo[st[u].len] - wlo[st[u].linklen]))
-                        : 0.0;
+        st[v].flink = u ? st[u].flink + st[u].occ * (W[st[u].len] - W[st[u].linklen]) : 0.0;
     }
     s->row = row;
 }
 
 /* k(x, y) for the built automaton of x and y = t[0:q]. */
-static double fk_sam_match(const fk_sam *s, const int32_t *t, ptrdiff_t q, const double *whi,
-                           const double *wlo)
+static double fk_sam_match(const fk_sam *s, const int32_t *t, ptrdiff_t q, const double *W)
 {
     const fk_sam_state *st = s->st;
     double acc = 0.0;
@@ -267,7 +266,7 @@ static double fk_sam_match(const fk_sam *s, const int32_t *t, ptrdiff_t q, const
         }
         if (L) {
             const fk_sam_state *a = st + v;
-            acc += a->flink + a->occ * ((whi[L] - whi[a->linklen]) + (wlo[L] - wlo[a->linklen]));
+            acc += a->flink + a->occ * (W[L] - W[a->linklen]);
         }
     }
     return acc;
