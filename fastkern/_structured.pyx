@@ -6,13 +6,13 @@ ids with ``weights`` beside them).  Each entry of the Gram is an independent
 computation: O(|y|) for the substring kernels (x's suffix automaton, built
 once per row of the Gram by the thread that meets the row: src/fk_sam.h),
 O(|x| |y|) for those on scaled weights, O(k |x| |y|) for subsequences and
-O(|x| + |y|) for sets.  The entries
-(pairs of samples) are numbered row by row and run in time-bounded batches
-of consecutive pairs (fastkern._batches), each batch split into chunks that
-threads take with a dynamic schedule: a batch is a few pairs when a pair is
-long (Subsequence on strings of thousands of characters: a pair takes tens
-of milliseconds, a row of 600 of them took seconds), so Ctrl-C is seen
-within a batch's time whatever the row costs.  For a symmetric Gram only
+O(|x| + |y|) for sets.  The entries (pairs of samples) are numbered row by
+row and run in time-bounded batches of consecutive pairs
+(fastkern._batches), each batch split into chunks that threads take with a
+dynamic schedule: a batch is a few pairs when a pair is long (Subsequence on
+strings of thousands of characters: a pair takes tens of milliseconds, a row
+of 600 of them took seconds), so Ctrl-C is seen within a batch's time
+whatever the row costs.  For a symmetric Gram only
 the upper triangle is computed and then mirrored.  An entry's value does not
 depend on the thread that computes it, so the Gram is bit-identical for any
 thread count.  Inputs are validated by fastkern.structured.
@@ -238,11 +238,10 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
           const double[::1] W=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
           ex=None, ey=None, const double[::1] logcw=None, lsx=None, lsy=None):
     """out[i, j] = the kernel of sample i of x and j of y (kind: SUBSTRING with
-    the cumulative weights W[L] = w(1) + ... + w(L) (W[0] = 0, L up to the
-    longest sample),
-    or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
-    n and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
-    exponents ex, ey of their scaling)."""
+    the cumulative weights W[L] = w(1) + ... + w(L), W[0] = 0, L up to the
+    longest sample of x, or with logcw and the per-sample log scales lsx,
+    lsy; SUBSEQUENCE with n and lam; SET_MIN or SET_RATIO with weights wx,
+    wy, and for SET_RATIO the exponents ex, ey of their scaling)."""
     cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, c, size, nchunks
     cdef const int32_t[::1] sxv, syv
     cdef const int64_t[::1] ixv, iyv
@@ -283,6 +282,9 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     if W is not None:
         pW = &W[0]
         longest = max(np.diff(ox).max(initial=0), 1)
+        if W.shape[0] <= longest:
+            raise ValueError(f"W has {W.shape[0]} entries; strings of {longest} characters "
+                             f"need {longest + 1}")
         buf_size = max(buf_size, <Py_ssize_t> (fk_sam_bytes(longest) // 8 + 1))
     if logcw is not None:
         lsxv, lsyv = lsx, lsy

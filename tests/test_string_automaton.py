@@ -168,6 +168,9 @@ def test_empty_samples_at_the_compiled_level_give_zero():
     np.testing.assert_array_equal(out, ref)
     with pytest.raises(ValueError, match=r"X\[1\] is an empty string"):
         AllSubstrings()(["ab", ""])
+    # Weights too short for the strings: refused before the compiled loop.
+    with pytest.raises(ValueError, match="W has 3 entries"):
+        _structured._gram(0, codes, offsets, codes, offsets, out, True, 1, W=W[:3])
 
 
 @pytest.mark.parametrize("kind", ["constant", "exponential", "fullstring"])
