@@ -201,3 +201,18 @@ def test_substring_gram_stops_on_ctrl_c():
     small = ["gattaca", "tacag"]
     np.testing.assert_allclose(AllSubstrings(normalized=False)(small),
                                gram_ref(pair_ref(lambda L: 1.0), small), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["exponential", "fullstring"])
+def test_long_strings_are_accurate_to_a_few_ulps_per_term(kind):
+    # The O(|x| |y|) walk summed cw[r] = W(1) + ... + W(r), a cumulative sum
+    # of a cumulative sum: 2.3e-12 off the definition on these strings; the
+    # automaton adds W differences, each exact to a few ulps (fk_sam.h).
+    make, weight = {"exponential": (lambda: ExponentialDecay(1.1, normalized=False),
+                                    lambda L: 1.1 ** -L),
+                    "fullstring": (lambda: Substring(4, 1.1, full=True, normalized=False),
+                                   lambda L: 1.1 ** (2 * L) if L <= 4 else 0.0)}[kind]
+    rng = np.random.default_rng(7)
+    X = ["".join(r) for r in rng.choice(list("ACGT"), size=(3, 1000))]
+    X += ["ACGT" * 200, "A" * 900]
+    np.testing.assert_allclose(make()(X), gram_ref(pair_ref(weight), X), rtol=1e-13, atol=0)
