@@ -216,3 +216,48 @@ def test_long_strings_are_accurate_to_a_few_ulps_per_term(kind):
     X = ["".join(r) for r in rng.choice(list("ACGT"), size=(3, 1000))]
     X += ["ACGT" * 200, "A" * 900]
     np.testing.assert_allclose(make()(X), gram_ref(pair_ref(weight), X), rtol=1e-13, atol=0)
+
+
+def exact_normalized_gram(weight, X, Y=None):
+    """The normalised Gram from exact rational kernels, rounded once to float."""
+    from decimal import Decimal, localcontext
+
+    Y = X if Y is None else Y
+    pair = pair_exact(weight)
+
+    def dec(f):
+        return Decimal(f.numerator) / Decimal(f.denominator)
+
+    out = np.empty((len(X), len(Y)))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        for a, x in enumerate(X):
+            for b, y in enumerate(Y):
+                num, den = pair(x, y), pair(x, x) * pair(y, y)
+                out[a, b] = (float(dec(num) / dec(den).sqrt()) if den else float(x == y))
+    return out
+
+
+SCALED = {
+    # Weights 1000**L: W(300) ~ 1e900.
+    "exponential-huge": (lambda: ExponentialDecay(1e-3), lambda L: Fraction(1000) ** L),
+    # lambda_**8 ~ 1e-480 and lambda_**(2L) down to 1e-1200.
+    "string-tiny": (lambda: Substring(4, 1e-60),
+                    lambda L: Fraction(1e-60) ** 8 if L == 4 else Fraction(0)),
+    "fullstring-tiny": (lambda: Substring(10, 1e-60, full=True),
+                        lambda L: Fraction(1e-60) ** (2 * L) if L <= 10 else Fraction(0)),
+}
+
+
+@pytest.mark.parametrize("kind", list(SCALED))
+@pytest.mark.parametrize("family", ["repeated", "periodic", "astral", "lengths"])
+def test_weights_outside_float64_match_exact_rationals(family, kind):
+    # Normalised kernels whose weights over- or underflow float64 run in
+    # extended range (fk_xf in fk_sam.h); only ratios of the weights matter.
+    make, weight = SCALED[kind]
+    X = [x[:300] for x in ADVERSARIAL[family]]
+    np.testing.assert_allclose(make()(X), exact_normalized_gram(weight, X), rtol=1e-12,
+                               atol=0)
+    Y = X[1:3] + ["a"]
+    np.testing.assert_allclose(make()(Y, X), exact_normalized_gram(weight, Y, X), rtol=1e-12,
+                               atol=0)

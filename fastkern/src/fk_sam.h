@@ -27,12 +27,18 @@
  * occ(v) W(l) and each added term is at least occ(v) W(L): its rounding
  * error stays a few ulps of the term.  Integer weights stay exact.
  *
+ * Where the weights leave float64 (normalised kernels only), W and F are
+ * held in extended range (fk_xf: a mantissa and a 64-bit binary exponent)
+ * and each pair's sum is scaled by a power of two chosen per sample, which
+ * cancels exactly in the normalisation.
+ *
  * No allocation: fk_sam_bytes(m) bytes hold the automaton of any string of
  * at most m characters, laid out by fk_sam_init at the start of the buffer.
  */
 #ifndef FK_SAM_H
 #define FK_SAM_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -58,6 +64,7 @@ typedef struct {
     fk_sam_state *st;
     int32_t *ech, *enext; /* edge lists: character, next edge of the same state */
     fk_sam_slot *slots;
+    int64_t *fle;         /* on scaled weights: the binary exponent of each flink */
     int32_t *order, *cnt; /* counting sort of the states by len */
     ptrdiff_t m;          /* the longest string the buffer holds */
     ptrdiff_t nstates, nedges;
@@ -93,7 +100,7 @@ FK_INLINE size_t fk_sam_bytes(ptrdiff_t m)
     return fk_sam_align(sizeof(fk_sam)) + fk_sam_align(ns * sizeof(fk_sam_state))
            + 2 * fk_sam_align(ne * sizeof(int32_t))
            + fk_sam_align(((size_t)1 << fk_sam_bits(m)) * sizeof(fk_sam_slot))
-           + fk_sam_align(ns * sizeof(int32_t)) + fk_sam_align((size_t)(m + 2) * sizeof(int32_t))
+           + fk_sam_align(ns * sizeof(int64_t)) + fk_sam_align(ns * sizeof(int32_t)) + fk_sam_align((size_t)(m + 2) * sizeof(int32_t))
            + 64;
 }
 
@@ -119,6 +126,8 @@ static fk_sam *fk_sam_init(void *buf, ptrdiff_t m)
     p += fk_sam_align(ne * sizeof(int32_t));
     s->slots = (fk_sam_slot *)p;
     p += fk_sam_align(((size_t)1 << fk_sam_bits(m)) * sizeof(fk_sam_slot));
+    s->fle = (int64_t *)p;
+    p += fk_sam_align(ns * sizeof(int64_t));
     s->order = (int32_t *)p;
     p += fk_sam_align(ns * sizeof(int32_t));
     s->cnt = (int32_t *)p;
@@ -166,10 +175,60 @@ FK_INLINE int32_t fk_sam_new_state(fk_sam *s, int32_t len, int32_t link, double 
     return v;
 }
 
+/* Extended range: m 2^e with m = 0 or 0.5 <= |m| < 1, for the normalised
+ * kernels whose weights leave float64 (lambda_**(2L) of a tiny lambda_,
+ * lambda_**-L of a small one over long strings).  Each operation rounds
+ * once, as in double; only the exponent has more room. */
+typedef struct {
+    double m;
+    int64_t e;
+} fk_xf;
+
+FK_INLINE fk_xf fk_xf_make(double m, int64_t e)
+{
+    fk_xf r;
+    int k = 0;
+    r.m = frexp(m, &k);
+    r.e = r.m == 0.0 ? 0 : e + k;
+    return r;
+}
+
+FK_INLINE fk_xf fk_xf_add(fk_xf a, fk_xf b)
+{
+    int64_t d;
+    if (b.m == 0.0)
+        return a;
+    if (a.m == 0.0)
+        return b;
+    if (a.e < b.e) {
+        fk_xf t = a;
+        a = b;
+        b = t;
+    }
+    d = a.e - b.e;
+    /* Past 1100 binary places b is below a's last bit even as a subnormal. */
+    return fk_xf_make(a.m + (d > 1100 ? 0.0 : ldexp(b.m, (int)-d)), a.e);
+}
+
+/* occ (W(L) - W(l)) for the weights W held as mantissas wm and exponents we. */
+FK_INLINE fk_xf fk_xf_span(const double *wm, const int64_t *we, int32_t L, int32_t l,
+                           double occ)
+{
+    fk_xf a, b;
+    a.m = wm[L];
+    a.e = we[L];
+    b.m = -wm[l];
+    b.e = we[l];
+    a = fk_xf_add(a, b);
+    return fk_xf_make(a.m * occ, a.e);
+}
+
 /* Builds the automaton of x[0:p] (p <= m) with the cumulative weights W
- * (W[L] for L = 0..p, W[0] = 0), and marks it as sample `row`'s. */
+ * (W[L] for L = 0..p, W[0] = 0), and marks it as sample `row`'s.  With
+ * exponents We, W[L] is W[L] 2^We[L] (fk_xf) and so is F: st[v].flink its
+ * mantissa, fle[v] its exponent. */
 static void fk_sam_build(fk_sam *s, const int32_t *x, ptrdiff_t p, const double *W,
-                         int64_t row)
+                         const int64_t *We, int64_t row)
 {
     fk_sam_state *st = s->st;
     int bits = fk_sam_bits(p);
@@ -232,14 +291,48 @@ static void fk_sam_build(fk_sam *s, const int32_t *x, ptrdiff_t p, const double 
         st[st[v].link].occ += st[v].occ;
     }
     st[0].occ = 0.0;
+    s->fle[0] = 0;
     for (i = 1; i < s->nstates; i++) {
         int32_t u;
         v = s->order[i];
         u = st[v].link;
         st[v].linklen = st[u].len;
-        st[v].flink = u ? st[u].flink + st[u].occ * (W[st[u].len] - W[st[u].linklen]) : 0.0;
+        if (We == NULL) {
+            st[v].flink = u ? st[u].flink + st[u].occ * (W[st[u].len] - W[st[u].linklen])
+                            : 0.0;
+        } else if (u) {
+            fk_xf f;
+            f.m = st[u].flink;
+            f.e = s->fle[u];
+            f = fk_xf_add(f, fk_xf_span(W, We, st[u].len, st[u].linklen, st[u].occ));
+            st[v].flink = f.m;
+            s->fle[v] = f.e;
+        } else {
+            st[v].flink = 0.0;
+            s->fle[v] = 0;
+        }
     }
     s->row = row;
+}
+
+/* One step of the matching statistics: the state v and length L of the
+ * longest suffix of the text read so far that occurs in x, after c. */
+FK_INLINE void fk_sam_step(const fk_sam *s, int32_t c, int32_t *v, int32_t *L)
+{
+    for (;;) {
+        const fk_sam_slot *slot = fk_sam_find(s, *v, c);
+        if (slot->key != FK_SAM_EMPTY) {
+            *v = slot->to;
+            *L += 1;
+            return;
+        }
+        if (*v == 0) {
+            *L = 0;
+            return;
+        }
+        *v = s->st[*v].link;
+        *L = s->st[*v].len;
+    }
 }
 
 /* k(x, y) for the built automaton of x and y = t[0:q]. */
@@ -249,27 +342,41 @@ static double fk_sam_match(const fk_sam *s, const int32_t *t, ptrdiff_t q, const
     double acc = 0.0;
     int32_t v = 0, L = 0;
     for (ptrdiff_t j = 0; j < q; j++) {
-        int32_t c = t[j];
-        for (;;) {
-            const fk_sam_slot *slot = fk_sam_find(s, v, c);
-            if (slot->key != FK_SAM_EMPTY) {
-                v = slot->to;
-                L++;
-                break;
-            }
-            if (v == 0) {
-                L = 0;
-                break;
-            }
-            v = st[v].link;
-            L = st[v].len;
-        }
+        fk_sam_step(s, t[j], &v, &L);
         if (L) {
             const fk_sam_state *a = st + v;
             acc += a->flink + a->occ * (W[L] - W[a->linklen]);
         }
     }
     return acc;
+}
+
+/* k(x, y) 2^(-shift2 / 2) for an automaton built with exponents We: the
+ * sum in extended range, scaled once at the end (by a power of two, and
+ * sqrt(1/2) when shift2 is odd). */
+static double fk_sam_match_scaled(const fk_sam *s, const int32_t *t, ptrdiff_t q,
+                                  const double *W, const int64_t *We, int64_t shift2)
+{
+    const fk_sam_state *st = s->st;
+    fk_xf acc = {0.0, 0};
+    /* shift2 = 2 h + odd with h = floor(shift2 / 2). */
+    int64_t h = shift2 >= 0 ? shift2 / 2 : -((1 - shift2) / 2), odd = shift2 - 2 * h, e;
+    int32_t v = 0, L = 0;
+    for (ptrdiff_t j = 0; j < q; j++) {
+        fk_sam_step(s, t[j], &v, &L);
+        if (L) {
+            const fk_sam_state *a = st + v;
+            fk_xf f;
+            f.m = a->flink;
+            f.e = s->fle[v];
+            acc = fk_xf_add(acc, fk_xf_add(f, fk_xf_span(W, We, L, a->linklen, a->occ)));
+        }
+    }
+    if (acc.m == 0.0)
+        return 0.0;
+    e = acc.e - h;
+    e = e < -2200 ? -2200 : e > 2200 ? 2200 : e;
+    return ldexp(odd ? acc.m * 0.70710678118654752440 : acc.m, (int)e);
 }
 
 #endif
