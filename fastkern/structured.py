@@ -38,7 +38,7 @@ Memory: the output Gram plus O(total length of the samples); the Spectrum
 kernel also holds the sparse k-mer count matrix (one entry per distinct
 k-mer of each string), Subsequence one (|x| + 1)(|y| + 1) x 2 float64
 workspace per thread, and the other substring kernels one suffix automaton
-per thread (200-300 bytes per character of the longest string of X).
+per thread (250-330 bytes per character of the longest string of X).
 """
 import math
 import numbers
