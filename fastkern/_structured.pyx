@@ -3,19 +3,21 @@
 Every sample is a run of a flat array: sample i of a batch is
 ``items[offsets[i]:offsets[i + 1]]`` (string code points, or sorted set item
 ids with ``weights`` beside them).  Each entry of the Gram is an independent
-O(|x| |y|) (or O(k |x| |y|), or O(|x| + |y|)) computation.  The entries
-(pairs of samples) are numbered row by row and run in time-bounded batches
-of consecutive pairs (fastkern._batches), each batch split into chunks that
-threads take with a dynamic schedule: a batch is a few pairs when a pair is
-long (Subsequence on strings of thousands of characters: a pair takes tens
-of milliseconds, a row of 600 of them took seconds), so Ctrl-C is seen
-within a batch's time whatever the row costs.  For a symmetric Gram only
+computation: O(|y|) for the substring kernels (x's suffix automaton, built
+once per row of the Gram by the thread that meets the row: src/fk_sam.h),
+O(k |x| |y|) for subsequences and O(|x| + |y|) for sets.  The entries (pairs of samples) are numbered row by
+row and run in time-bounded batches of consecutive pairs
+(fastkern._batches), each batch split into chunks that threads take with a
+dynamic schedule: a batch is a few pairs when a pair is long (Subsequence on
+strings of thousands of characters: a pair takes tens of milliseconds, a row
+of 600 of them took seconds), so Ctrl-C is seen within a batch's time
+whatever the row costs.  For a symmetric Gram only
 the upper triangle is computed and then mirrored.  An entry's value does not
 depend on the thread that computes it, so the Gram is bit-identical for any
 thread count.  Inputs are validated by fastkern.structured.
 """
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp, ldexp
+from libc.math cimport exp, floor, frexp, ldexp
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 import numpy as np
@@ -23,72 +25,23 @@ import numpy as np
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 
+cdef extern from "fk_sam.h" nogil:
+    ctypedef struct fk_sam:
+        int64_t row
+    size_t fk_sam_bytes(Py_ssize_t m)
+    fk_sam *fk_sam_init(void *buf, Py_ssize_t m)
+    fk_sam *fk_sam_at(void *buf)
+    void fk_sam_build(fk_sam *s, const int32_t *x, Py_ssize_t p, const double *W,
+                      const int64_t *We, int64_t row)
+    double fk_sam_match(const fk_sam *s, const int32_t *t, Py_ssize_t q, const double *W)
+    double fk_sam_match_scaled(const fk_sam *s, const int32_t *t, Py_ssize_t q,
+                               const double *W, const int64_t *We, int64_t shift2)
+
 cdef enum:
     SUBSTRING = 0
     SUBSEQUENCE = 1
     SET_MIN = 2
     SET_RATIO = 3
-
-
-cdef double _substring_pair(const int32_t *a, Py_ssize_t p, const int32_t *b,
-                            Py_ssize_t q, const double *cw) noexcept nogil:
-    """sum over position pairs (i, j) of W(lcp(a[i:], b[j:])), W cumulative.
-
-    Along each diagonal the common prefixes form runs: a run of r matching
-    characters holds positions whose lcp is r, r - 1, ..., 1, and cw[r] is
-    W(1) + ... + W(r).
-    """
-    cdef double acc = 0.0
-    cdef Py_ssize_t d, i, j, run
-    for d in range(-(p - 1), q):
-        i = -d if d < 0 else 0
-        j = i + d
-        run = 0
-        while i < p and j < q:
-            if a[i] == b[j]:
-                run = run + 1
-            elif run:
-                acc = acc + cw[run]
-                run = 0
-            i = i + 1
-            j = j + 1
-        if run:
-            acc = acc + cw[run]
-    return acc
-
-
-cdef double _substring_pair_scaled(const int32_t *a, Py_ssize_t p, const int32_t *b,
-                                   Py_ssize_t q, const double *logcw, double shift,
-                                   double *hist) noexcept nogil:
-    """_substring_pair with cw[r] = exp(logcw[r] - shift), each evaluated once.
-
-    The maximal runs are counted by length first (hist, zeroed on return), so
-    a pair costs min(p, q) exponentials besides its O(p q) walk.  For the
-    normalised kernels whose weights over- or underflow float64: shift is
-    (s_x + s_y) / 2 with s_x = logcw[|x|], so every term is at most 1 and
-    k(x, x) has a term 1 (the whole of x against itself).
-    """
-    cdef double acc = 0.0
-    cdef Py_ssize_t d, i, j, run, m = p if p < q else q
-    for d in range(-(p - 1), q):
-        i = -d if d < 0 else 0
-        j = i + d
-        run = 0
-        while i < p and j < q:
-            if a[i] == b[j]:
-                run = run + 1
-            elif run:
-                hist[run] = hist[run] + 1.0
-                run = 0
-            i = i + 1
-            j = j + 1
-        if run:
-            hist[run] = hist[run] + 1.0
-    for run in range(1, m + 1):
-        if hist[run] != 0.0:
-            acc = acc + hist[run] * exp(logcw[run] - shift)
-            hist[run] = 0.0
-    return acc
 
 
 cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
@@ -203,12 +156,13 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
                  Py_ssize_t ny, const int64_t *rowstart,
                  const int32_t *sx, const int32_t *sy, const int64_t *ix, const int64_t *iy,
                  const double *wx, const double *wy, const int32_t *ex, const int32_t *ey,
-                 const int64_t *ox, const int64_t *oy, const double *cw,
-                 const double *logcw, const double *lsx, const double *lsy, int n, double lam,
-                 double *buf, double *out) noexcept nogil:
+                 const int64_t *ox, const int64_t *oy, const double *W,
+                 const int64_t *We, const int64_t *bx, const int64_t *by, int n,
+                 double lam, double *buf, double *out) noexcept nogil:
     """Entries t0 .. t1 - 1 of the Gram, numbered row by row (from the diagonal
     when symmetric): rowstart[i] is the number of the first entry of row i."""
     cdef Py_ssize_t lo = 0, hi = nx, mid, i, j, t, a0, p, q
+    cdef fk_sam *sam
     while hi - lo > 1:  # the row holding t0: rowstart[i] <= t0 < rowstart[i + 1]
         mid = (lo + hi) // 2
         if rowstart[mid] <= t0:
@@ -225,11 +179,13 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
         p = ox[i + 1] - a0
         q = oy[j + 1] - oy[j]
         if kind == SUBSTRING:
-            if logcw == NULL:
-                out[i * ny + j] = _substring_pair(sx + a0, p, sy + oy[j], q, cw)
+            sam = fk_sam_at(buf)
+            if sam.row != i:
+                fk_sam_build(sam, sx + a0, p, W, We, i)
+            if We == NULL:
+                out[i * ny + j] = fk_sam_match(sam, sy + oy[j], q, W)
             else:
-                out[i * ny + j] = _substring_pair_scaled(sx + a0, p, sy + oy[j], q, logcw,
-                                                         0.5 * (lsx[i] + lsy[j]), buf)
+                out[i * ny + j] = fk_sam_match_scaled(sam, sy + oy[j], q, W, We, bx[i] + by[j])
         elif kind == SUBSEQUENCE:
             out[i * ny + j] = _subsequence_pair(sx + a0, p, sy + oy[j], q, n, lam,
                                                 buf, buf + (p + 1) * (q + 1))
@@ -243,16 +199,20 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
 
 def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
           double[:, ::1] out, bint symmetric, int n_threads, wx=None, wy=None,
-          const double[::1] cw=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
-          ex=None, ey=None, const double[::1] logcw=None, lsx=None, lsy=None):
+          const double[::1] W=None, int n=1, double lam=1.0, Py_ssize_t buf_size=0,
+          ex=None, ey=None, const double[::1] logW=None, lsx=None, lsy=None):
     """out[i, j] = the kernel of sample i of x and j of y (kind: SUBSTRING with
-    cw, or with logcw and the per-sample log scales lsx, lsy; SUBSEQUENCE with
-    n and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
+    the cumulative weights W[L] = w(1) + ... + w(L), W[0] = 0, L up to the
+    longest sample of x, or with their logarithms logW and per-sample log
+    scales lsx, lsy: then out[i, j] is the kernel times about exp(-(lsx[i] +
+    lsy[j]) / 2), exactly 2^(-(bx[i] + by[j]) / 2) with bx = round(lsx /
+    log 2), a factor that cancels in the normalisation; SUBSEQUENCE with n
+    and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
     exponents ex, ey of their scaling)."""
     cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, c, size, nchunks
     cdef const int32_t[::1] sxv, syv
     cdef const int64_t[::1] ixv, iyv
-    cdef const double[::1] wxv, wyv, lsxv, lsyv
+    cdef const double[::1] wxv, wyv
     cdef const int32_t[::1] exv, eyv
     cdef const int32_t *psx = NULL
     cdef const int32_t *psy = NULL
@@ -262,10 +222,15 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     cdef const double *pwy = NULL
     cdef const int32_t *pex = NULL
     cdef const int32_t *pey = NULL
-    cdef const double *pcw = NULL
-    cdef const double *plcw = NULL
-    cdef const double *plsx = NULL
-    cdef const double *plsy = NULL
+    cdef const double *pW = NULL
+    cdef const int64_t *pWe = NULL
+    cdef const int64_t *pbx = NULL
+    cdef const int64_t *pby = NULL
+    cdef double[::1] Wm
+    cdef int64_t[::1] We, bxv, byv
+    cdef double r
+    cdef int k
+    cdef Py_ssize_t longest = 0, L
     cdef double *pbuf = NULL
     cdef double[:, ::1] bufs
     cdef double *po = &out[0, 0]
@@ -285,12 +250,29 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
             psx = &sxv[0]
         if syv.shape[0]:
             psy = &syv[0]
-    if cw is not None:
-        pcw = &cw[0]
-    if logcw is not None:
-        lsxv, lsyv = lsx, lsy
-        plcw, plsx, plsy = &logcw[0], &lsxv[0], &lsyv[0]
-        buf_size = max(buf_size, logcw.shape[0])
+    if logW is not None:
+        # W[L] = Wm[L] 2^We[L], 0.5 <= Wm[L] < 1: exp of logW[L] - e log 2, e
+        # log 2 in two parts (fdlibm's) so that its first part is exact.
+        Wm, We = np.zeros(logW.shape[0]), np.zeros(logW.shape[0], dtype=np.int64)
+        for L in range(logW.shape[0]):
+            if logW[L] > -np.inf:
+                r = floor(logW[L] / 6.93147180559945286227e-01)
+                Wm[L] = exp((logW[L] - r * 6.93147180369123816490e-01)
+                            - r * 1.90821492927058770002e-10)
+                Wm[L] = frexp(Wm[L], &k)
+                We[L] = <int64_t> r + k
+        W = Wm
+        pWe = &We[0]
+        bxv = np.rint(np.asarray(lsx) / np.log(2.0)).astype(np.int64)
+        byv = np.rint(np.asarray(lsy) / np.log(2.0)).astype(np.int64)
+        pbx, pby = &bxv[0], &byv[0]
+    if W is not None:
+        pW = &W[0]
+        longest = max(np.diff(ox).max(initial=0), 1)
+        if W.shape[0] <= longest:
+            raise ValueError(f"W has {W.shape[0]} entries; strings of {longest} characters "
+                             f"need {longest + 1}")
+        buf_size = max(buf_size, <Py_ssize_t> (fk_sam_bytes(longest) // 8 + 1))
     # Entry numbers: row i starts at rowstart[i] (the upper triangle alone
     # when symmetric).
     rowstart_a = np.zeros(nx + 1, dtype=np.int64)
@@ -299,12 +281,15 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     else:
         rowstart_a[1:] = np.arange(1, nx + 1, dtype=np.int64) * ny
     cdef const int64_t[::1] rowstart = rowstart_a
-    # One workspace per thread (the DP table, or the run histogram, zeroed),
-    # allocated here so that a failure is a MemoryError rather than a crash
-    # inside nogil code.
+    # One workspace per thread (the DP table, or a suffix automaton for x's
+    # longest sample), allocated here so that a failure is a MemoryError
+    # rather than a crash inside nogil code.
     # No more threads (and workspaces) than pairs.
     n_threads = <int> min(<Py_ssize_t> n_threads, max(rowstart[nx], 1))
     bufs = np.zeros((max(n_threads, 1), max(buf_size, 1)))
+    if W is not None:
+        for i in range(bufs.shape[0]):
+            fk_sam_init(&bufs[i, 0], longest)
     cdef Batches batches = Batches(rowstart[nx], n_threads)
     while batches.next():
         size = batches.stop - batches.start
@@ -319,7 +304,7 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
                 _cells(kind, batches.start + size * c // nchunks,
                        batches.start + size * (c + 1) // nchunks, symmetric, nx, ny,
                        &rowstart[0], psx, psy, pix, piy, pwx, pwy, pex, pey, &ox[0], &oy[0],
-                       pcw, plcw, plsx, plsy, n, lam, pbuf, po)
+                       pW, pWe, pbx, pby, n, lam, pbuf, po)
     if symmetric:
         for i in range(nx):
             for j in range(i):

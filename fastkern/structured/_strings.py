@@ -95,15 +95,15 @@ class _SubstringFamily(_StringKernel):
     """sum over substrings s common to x and y of w(len(s)) n_x(s) n_y(s).
 
     Computed as sum over position pairs (i, j) of W(lcp(x[i:], y[j:])) with
-    W(m) = w(1) + ... + w(m), walking the diagonals of the match matrix: one
-    O(|x| |y|) pass per pair of strings.  cw[r] = W(1) + ... + W(r) is what a
-    maximal run of r matching characters adds.
+    W(m) = w(1) + ... + w(m): y read through x's suffix automaton, O(|y|) per
+    pair once the automaton is built (once per row; _structured, fk_sam.h).
 
-    Where cw leaves [1e-150, 1e150] (weights lambda_**(2L) of a small
-    lambda_, or lambda_**-L over long strings) the normalised kernel runs
-    on a per-pair scale instead: cw[r] exp(-(s_x + s_y) / 2), s_x =
-    log cw[|x|], computed from log cw, so no value over- or underflows and
-    the scale cancels in the normalisation.
+    Where cw[r] = W(1) + ... + W(r) leaves [1e-150, 1e150] (weights
+    lambda_**(2L) of a small lambda_, or lambda_**-L over long strings) the
+    normalised kernel runs in extended range from log W, on a per-pair
+    scale of about exp(-(s_x + s_y) / 2), s_x = log cw[|x|], so no value
+    over- or underflows and the scale (a power of two) cancels in the
+    normalisation.
     """
 
     def _log_weights(self, L):
@@ -113,9 +113,10 @@ class _SubstringFamily(_StringKernel):
     def _plan(self, m):
         logw = self._log_weights(np.arange(1, m + 1, dtype=np.float64))
         with np.errstate(over="ignore", under="ignore", divide="ignore"):
-            logcw = np.empty(m + 1)
-            logcw[0] = -np.inf
-            logcw[1:] = np.logaddexp.accumulate(np.logaddexp.accumulate(logw))
+            logW = np.empty(m + 1)
+            logW[0] = -np.inf
+            logW[1:] = np.logaddexp.accumulate(logw)
+            logcw = np.logaddexp.accumulate(logW)
             used = logcw[np.isfinite(logcw)]
             if (not self.normalized or used.size == 0
                     or (used[0] >= math.log(1e-150) and used[-1] <= math.log(1e150))):
@@ -126,19 +127,20 @@ class _SubstringFamily(_StringKernel):
                 if not np.all(np.isfinite(cw)):
                     raise ValueError(f"{self!r}: the substring weights overflow float64 for "
                                      f"strings of length {m}")
-                return cw, None
-        return None, logcw
+                return np.concatenate(([0.0], W)), None
+        return None, (logcw, logW)
 
     def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
-        cw, logcw = plan
-        if logcw is None:
-            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, cw=cw)
+        W, logs = plan
+        if logs is None:
+            _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, W=W)
             return
+        logcw, logW = logs
         # s_x = log cw[|x|]; 0 for a string with no weighted substring (its
         # k(x, x) is 0 whatever the scale).
         lsx, lsy = (np.where(np.isfinite(ls), ls, 0.0) for ls in
                     (logcw[np.diff(ox)], logcw[np.diff(oy)]))
-        _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, logcw=logcw,
+        _structured._gram(_SUBSTRING, sx, ox, sy, oy, out, symmetric, n_threads, logW=logW,
                           lsx=lsx, lsy=lsy)
 
 
