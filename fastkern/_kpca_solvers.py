@@ -245,7 +245,7 @@ class BlockKrylov(_GramSolver):
         # are never computed, each product reads half of K, and K takes half
         # the memory and half the page faults.
         K = (None if est._precomputed
-             else est._kernel_spec(X, gamma=est.gamma_).upper_gram(X))
+             else est._kernel_spec(X, gamma=est.gamma_).upper_gram(X, n_threads=est.n_threads))
         return full_gram(est, X) if K is None else K
 
     def eigenpairs(self, est, K, X, k, basis):
@@ -434,7 +434,7 @@ class MatrixFree(_LargeN):
         X, bounds = _dask.materialize(X, client=client, timeout=timeout)
         est.n_features_in_ = X.shape[1]
         self.fit(est, X, None, lambda spec: _dask.fit_products(
-            X, bounds, spec, client=client, timeout=timeout))
+            X, bounds, spec, n_threads=est.n_threads, client=client, timeout=timeout))
 
     def _fit(self, est, X, spec, budget, products):
         from fastkern import large_n
@@ -444,7 +444,8 @@ class MatrixFree(_LargeN):
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
         k = self._components(est, n, n - 1)
-        matmat = (large_n.in_process_products(X, spec, memory_budget=budget)
+        matmat = (large_n.in_process_products(X, spec, n_threads=est.n_threads,
+                                              memory_budget=budget)
                   if products is None else products(spec))
         fit = large_n.matrix_free_eigenpairs(n, k, matmat, tol=est.tol, max_iter=est.max_iter,
                                              random_state=est.random_state,
@@ -463,11 +464,12 @@ class MatrixFree(_LargeN):
             from fastkern import _dask
 
             client, timeout, bounds = cluster
-            KA1 = _dask.cross_product(est.X_fit_, spec, X, A1, bounds, client=client,
-                                      timeout=timeout)
+            KA1 = _dask.cross_product(est.X_fit_, spec, X, A1, bounds,
+                                      n_threads=est.n_threads, client=client, timeout=timeout)
         else:
             KA1 = large_n.transform_products(
-                est.X_fit_, spec, A1, X, memory_budget=parse_memory_budget(est.memory_budget))
+                est.X_fit_, spec, A1, X, n_threads=est.n_threads,
+                memory_budget=parse_memory_budget(est.memory_budget))
         return large_n.centred_projection(KA1, A, est._fit_row_means, est._fit_grand_mean)
 
 
@@ -487,7 +489,8 @@ class Nystrom(_LargeN):
         if m > n:
             raise ValueError(f"n_landmarks={m} must be in [1, n_samples={n}]")
         k = self._components(est, n, m)
-        fit = large_n.nystroem_eigenpairs(X, spec, k, m, random_state=est.random_state,
+        fit = large_n.nystroem_eigenpairs(X, spec, k, m, n_threads=est.n_threads,
+                                          random_state=est.random_state,
                                           memory_budget=budget, verbose=est.verbose)
         order, signs = est._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
         est._nystroem_basis = np.ascontiguousarray(fit.basis[:, order] * signs)

@@ -76,7 +76,7 @@ class SplitGram:
         s = np.empty(0) if s is None else np.ascontiguousarray(s, dtype=np.float64)
         # Validated once for all the panels.
         spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                      kernel_params=kernel_params, n_threads=n_threads)
+                                      kernel_params=kernel_params)
         rows = min(n, _PANEL_ROWS)
         dbuf, pbuf = np.empty(rows * rows), np.empty(rows * (n - rows))
         scale = 0.0
@@ -85,10 +85,10 @@ class SplitGram:
             b, m = i1 - i0, n - i1
             # The diagonal block as a symmetric Gram (exactly symmetric, exact
             # RBF diagonal, as the float64 path's Gram), the rest of the rows apart.
-            D = spec.gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b))
+            D = spec.gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b), n_threads=n_threads)
             P = pbuf[:b * m].reshape(b, m)
             if m:
-                P = spec.gram(X[i0:i1], X[i1:], out=P)
+                P = spec.gram(X[i0:i1], X[i1:], out=P, n_threads=n_threads)
             scale = max(scale, float(np.abs(D).max(initial=0.0)))
             _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
                                n_threads, _TINY * scale, _FACTOR_TINY * scale)

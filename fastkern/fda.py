@@ -358,7 +358,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         if self._precomputed():
             np.copyto(K, X)
         else:
-            KernelSpec.of(self, gamma=self._fit_gamma).gram(X, out=K)
+            KernelSpec.of(self, gamma=self._fit_gamma).gram(X, out=K, n_threads=self.n_threads)
         col_means = K.mean(axis=0)
         center_gram(K, n_threads=self.n_threads)
         c, HQ, Z = class_ridge_solve(K, labels, counts, reg, "the centred kernel matrix is "
@@ -447,7 +447,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
                 Kt = X[:, self.X_fit_]
             else:
                 Kt = KernelSpec.of(self, gamma=self._fit_gamma).gram(
-                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])))
+                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])),
+                    n_threads=self.n_threads)
             return Kt @ self.dual_coef_ - self.K_fit_rows_ @ self.dual_coef_
 
     def transform(self, X):

@@ -120,7 +120,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None):
-        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y)
+        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):

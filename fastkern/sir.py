@@ -446,7 +446,8 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None, out=None):
-        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, out=out)
+        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, out=out,
+                                                           n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
