@@ -222,7 +222,45 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     (True, 100)
     """
     _check_kernel(kernel)
+    X = _check_X(X)
+    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params, X=X)
+    return factor(X, spec, tol=tol, max_rank=max_rank, n_threads=n_threads, centered=centered)
+
+
+def _check_X(X):
     X = check_array_2d(X, "X")
+    return np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else np.float64)
+
+
+def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
+    """:func:`incomplete_cholesky` of a kernel given as a ``KernelSpec``.
+
+    The estimators' route: they hand over their fitted ``kernel_spec_``
+    (gamma already resolved) rather than loose kernel arguments.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Training rows.
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel (not "precomputed").
+    tol : float, default=1e-6
+        As :func:`incomplete_cholesky`'s.
+    max_rank : int or None, default=None
+        As :func:`incomplete_cholesky`'s.
+    n_threads : int or None, default=None
+        As :func:`incomplete_cholesky`'s.
+    centered : bool, default=False
+        As :func:`incomplete_cholesky`'s.
+
+    Returns
+    -------
+    result : IncompleteCholesky
+        As :func:`incomplete_cholesky`'s.
+    """
+    _check_kernel(spec.kernel)
+    X = _check_X(X)
     n, d = X.shape
     tol = check_real(tol, "tol", low=0.0)
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
@@ -230,10 +268,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     n_threads = check_n_threads(n_threads)
     if not isinstance(centered, (bool, np.bool_)):
         raise TypeError(f"centered must be a bool, got {centered!r}")
-    dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X = np.ascontiguousarray(X, dtype=dtype)
-    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                  kernel_params=kernel_params, X=X)
+    dtype = X.dtype
     compiled = spec.compiled(d)
     if compiled is not None and compiled.kind in _inchol.DIRECT_KINDS:
         # exp(-gamma * 0) on the diagonal.
