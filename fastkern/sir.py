@@ -391,6 +391,9 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of slices actually used.
     gamma_ : float or None
         The gamma used (gamma resolved at fit; None: the kernel's default).
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, the resolved gamma, degree, coef0,
+        kernel_params), built once at fit and evaluated by every later Gram.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -446,8 +449,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None, out=None):
-        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, out=out,
-                                                           n_threads=self.n_threads)
+        return self.kernel_spec_.gram(X, Y, out=out, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -478,6 +480,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
         # gamma="scale"/"median" resolved once, on the training X.
         self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
+        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
         k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
@@ -522,17 +525,15 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _ichol_basis(self, X, precomputed, n_threads):
         """The incomplete Cholesky pivots, sorted, as the reduced problem's basis."""
-        from fastkern.lowrank import incomplete_cholesky
+        from fastkern.lowrank import factor
 
         if precomputed:
             raise ValueError("basis='incomplete_cholesky' evaluates the kernel of X: it "
                              "cannot use kernel='precomputed'")
         if sparse.issparse(X):
             raise TypeError("basis='incomplete_cholesky' needs a dense X, got a sparse matrix")
-        res = incomplete_cholesky(X, self.kernel, gamma=self.gamma_, degree=self.degree,
-                                  coef0=self.coef0, kernel_params=self.kernel_params,
-                                  tol=self.ichol_tol, max_rank=self.n_basis,
-                                  n_threads=n_threads)
+        res = factor(X, self.kernel_spec_, tol=self.ichol_tol, max_rank=self.n_basis,
+                     n_threads=n_threads)
         if res.pivots.size == 0:
             raise ValueError("the kernel matrix is zero: all samples coincide in feature space")
         return np.sort(res.pivots)
