@@ -60,11 +60,11 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
-import os
 import time
 
 import numpy as np
 
+from fastkern._threads import share_of_cores
 from fastkern._validation import check_array_2d, check_real, result_dtype
 
 _MISSING = ("fastkern's Dask support needs the optional packages dask and distributed: "
@@ -224,11 +224,7 @@ def _task_threads(host_threads, n_threads):
     from distributed import get_worker
 
     host = get_worker().address.rsplit(":", 1)[0]
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, host_threads.get(host, 1)))
+    return share_of_cores(host_threads.get(host, 1))
 
 
 def _block_task(Z, V, A, start, stop, spec, n_threads, host_threads):

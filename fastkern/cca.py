@@ -82,7 +82,7 @@ from fastkern import _inchol
 from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, structured_kernel, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
@@ -365,7 +365,6 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         reg = check_real(self.regularization, "regularization", low=0.0)
         jitter = check_real(self.jitter, "jitter", low=0.0)
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, n)
         solver = self.solver
         if solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {solver!r}")
@@ -387,7 +386,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                     f"solver='incomplete_cholesky': {name} must be dense "
                                     "(or use solver='dense')")
 
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             views = []
             for view, A, name in (("x", X, "X"), ("y", y, "y")):
                 if solver == "dense":
@@ -536,13 +535,13 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         check_is_fitted(self, "x_dual_coef_")
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, _num_samples(X))
+        n = _num_samples(X)
         if y is not None:
             y = self._check_y(y, _num_samples(X), reset=False)
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_train = self.x_fit_means_.shape[0] if self.solver_ == "dense" else None
         X = self._check_precomputed(X, "X", _view_params(self, "x")["kernel"], n_train)
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             Xc = self._variates("x", X, n_threads)
             if y is None:
                 return Xc

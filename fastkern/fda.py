@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
@@ -261,9 +261,6 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
     def _sparse_formats(self):
         return ["csr", "csc"] if self.solver == "dense" else False
 
-    def _blas_threads(self, n_rows):
-        return blas_threads(check_n_threads(self.n_threads), n_rows)
-
     # ------------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -315,7 +312,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             raise ValueError(f"n_components={k} must be <= n_classes - 1 = {n_classes - 1}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         dof = n
-        with blas_limit(self._blas_threads(n)):
+        with blas_for(check_n_threads(self.n_threads), n):
             if self.solver == "dense":
                 coef, lam, proj, col_means = self._fit_dense(X, labels, counts, reg, dof)
                 fit_index = np.arange(n)
@@ -440,7 +437,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         precomputed = self._precomputed()
         if precomputed and sparse.issparse(X):
             X = X.toarray()
-        with blas_limit(self._blas_threads(X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             if precomputed:
                 Kt = X[:, self.X_fit_]
             else:

@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
 
@@ -207,7 +207,7 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             raise ValueError(f"n_directions={k} must be <= n_features={p}")
         n_threads = check_n_threads(self.n_threads)
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with blas_limit(blas_threads(n_threads, n)):
+        with blas_for(n_threads, n):
             self.mean_ = np.asarray(X.mean(axis=0)).ravel()
             if sparse.issparse(X):
                 # Centring would densify X: the covariance is X^T X / n - m m^T.
@@ -255,7 +255,7 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         check_is_fitted(self, "directions_")
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
-        with blas_limit(blas_threads(check_n_threads(self.n_threads), X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             return np.asarray(X @ self.directions_) - self.mean_ @ self.directions_
 
     def __sklearn_tags__(self):
@@ -486,7 +486,6 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, n)
         if self.n_basis is not None and self.basis == "random":
             m = check_int(self.n_basis, "n_basis", 1)
             if m > n:
@@ -494,7 +493,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             if k > m:
                 raise ValueError(f"n_components={k} must be <= n_basis={m}")
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             if self.basis == "incomplete_cholesky":
                 basis = self._ichol_basis(X, precomputed, n_threads)
                 lam, coef, col_means, rank = self._fit_reduced(X, basis, labels, counts, reg, k)
@@ -638,7 +637,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         X = _dense_if_precomputed(X, self._precomputed())
-        with blas_limit(blas_threads(check_n_threads(self.n_threads), X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             if self._precomputed():
                 Kt = X[:, self.X_fit_]
             else:
