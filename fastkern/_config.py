@@ -2,7 +2,7 @@
 import sys
 
 from fastkern import _openmp
-from fastkern._threads import WAIT_POLICY, default_n_threads
+from fastkern._threads import WAIT_POLICY, blas_info, default_n_threads
 from fastkern._version import __version__
 
 
@@ -29,8 +29,6 @@ def config_info():
 
     import numpy as np
     import scipy
-    from threadpoolctl import threadpool_info
-
     from fastkern import _gram  # noqa: F401  (loads scipy's BLAS so it is reported)
 
     blas = [
@@ -41,8 +39,7 @@ def config_info():
             "architecture": i.get("architecture"),
             "filepath": os.path.basename(i.get("filepath", "")),
         }
-        for i in threadpool_info()
-        if i.get("user_api") == "blas"
+        for i in blas_info()
     ]
     return {
         "fastkern": __version__,

@@ -60,11 +60,11 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
-import os
 import time
 
 import numpy as np
 
+from fastkern._threads import share_of_cores
 from fastkern._validation import check_array_2d, check_real, result_dtype
 
 _MISSING = ("fastkern's Dask support needs the optional packages dask and distributed: "
@@ -224,32 +224,26 @@ def _task_threads(host_threads, n_threads):
     from distributed import get_worker
 
     host = get_worker().address.rsplit(":", 1)[0]
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, cores // max(1, host_threads.get(host, 1)))
+    return share_of_cores(host_threads.get(host, 1))
 
 
-def _block_task(Z, V, A, start, stop, spec, host_threads):
+def _block_task(Z, V, A, start, stop, spec, n_threads, host_threads):
     """K(rows, Z) @ V on a worker; rows are Z[start:stop] or, if A is given, A[start:stop]."""
-    from dataclasses import replace
-
     from fastkern._operator import KernelOperator
 
-    spec = replace(spec, n_threads=_task_threads(host_threads, spec.n_threads))
-    op = KernelOperator.from_spec(Z, spec)
+    op = KernelOperator.from_spec(Z, spec, n_threads=_task_threads(host_threads, n_threads))
     return op.matmat(V, (Z if A is None else A)[start:stop])
 
 
 class _Passes:
     """One scatter + one task per row block for every product with K."""
 
-    def __init__(self, client, Z, bounds, spec, timeout):
+    def __init__(self, client, Z, bounds, spec, n_threads, timeout):
         self.client = client
         self.Z = Z
         self.bounds = bounds
         self.spec = spec
+        self.n_threads = n_threads
         self.timeout = timeout
         self.count = 0
 
@@ -296,7 +290,7 @@ class _Passes:
         Af = None if A is None else scatter(A, "the rows to transform")
         Vf = scatter(np.ascontiguousarray(V, dtype=np.float64), "V")
         futures = [client.submit(_block_task, Zf, Vf, Af, int(a), int(b), self.spec,
-                                 host_threads, pure=False, retries=3)
+                                 self.n_threads, host_threads, pure=False, retries=3)
                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         try:
             parts = deadline.call(f"the {len(futures)} tasks and their results",
@@ -393,23 +387,27 @@ def active_cluster():
     return _CLUSTER.get()
 
 
-def fit_products(X, bounds, spec, *, client, timeout=DEFAULT_TIMEOUT):
+def fit_products(X, bounds, spec, *, n_threads=None, client, timeout=DEFAULT_TIMEOUT):
     """matmat(V) = K(X, X) @ V, each product one pass over the cluster.
 
     X is the validated training data (:func:`materialize`), bounds its row
     blocks (None: about four per worker thread).  Every pass must finish
-    within ``timeout`` seconds.
+    within ``timeout`` seconds.  ``n_threads`` is each task's OpenMP thread
+    count (None: the worker's share of its host's cores, see the module
+    docstring).
     """
     if bounds is None:
         bounds = _row_bounds(X.shape[0], client, timeout)
-    passes = _Passes(client, X, bounds, spec, timeout)
+    passes = _Passes(client, X, bounds, spec, n_threads, timeout)
     return passes.run
 
 
-def cross_product(X_fit, spec, X, V, bounds=None, *, client, timeout=DEFAULT_TIMEOUT):
+def cross_product(X_fit, spec, X, V, bounds=None, *, n_threads=None, client,
+                  timeout=DEFAULT_TIMEOUT):
     """K(X, X_fit) @ V with the passes on the cluster, in row blocks of X (``bounds``:
-    the chunks of the dask array X came from, or None)."""
+    the chunks of the dask array X came from, or None); n_threads as
+    :func:`fit_products`'."""
     if bounds is None:
         bounds = _row_bounds(X.shape[0], client, timeout)
-    passes = _Passes(client, X_fit, bounds, spec, timeout)
+    passes = _Passes(client, X_fit, bounds, spec, n_threads, timeout)
     return passes.run(V, X)

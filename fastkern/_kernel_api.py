@@ -70,8 +70,8 @@ def kernel_gram(X, Y=None, *, kernel="rbf", gamma=None, degree=3, coef0=1,
     ``pairwise_kernels`` as they are, never densified here.
     """
     spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                  kernel_params=kernel_params, n_threads=n_threads)
-    return spec.gram(X, Y, out=out)
+                                  kernel_params=kernel_params)
+    return spec.gram(X, Y, out=out, n_threads=n_threads)
 
 
 def gram_dtype(X):
@@ -230,9 +230,9 @@ class CompiledKernel(NamedTuple):
 class KernelSpec:
     """One validated kernel choice: computes Gram matrices, hands the compiled loops their numbers.
 
-    Every estimator and solver builds one, at fit, from its ``kernel``,
-    ``gamma``, ``degree``, ``coef0``, ``kernel_params`` and ``n_threads``
-    (:meth:`from_params`); a data-dependent gamma ("scale", "median") is
+    Every estimator builds one, at fit, from its ``kernel``, ``gamma``,
+    ``degree``, ``coef0`` and ``kernel_params`` (:meth:`from_params`), and
+    stores it as ``kernel_spec_``; a data-dependent gamma ("scale", "median") is
     resolved there, once, on the training X.  A fastkern kernel object that
     is one named kernel (``RBF(0.5)``) becomes that string kernel, so the
     matrix-free and low-rank solvers read its parameters from here rather
@@ -246,13 +246,17 @@ class KernelSpec:
     param_items : tuple of (str, value)
         The items of :attr:`params` (a tuple, so that a spec pickles to Dask
         workers and cannot be changed in place).
-    n_threads : int or None
-        OpenMP threads of the Gram computations (None: the default).
+
+    Notes
+    -----
+    The spec describes the kernel only: the thread count is an argument of
+    the calls that do the work (:meth:`gram`, :meth:`upper_gram`, the
+    matrix-free operator, ...), so one spec serves callers that run on
+    different numbers of threads.
     """
 
     kernel: Any
     param_items: tuple = ()
-    n_threads: Any = None
 
     @property
     def params(self):
@@ -266,7 +270,7 @@ class KernelSpec:
 
     @classmethod
     def from_params(cls, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None,
-                    n_threads=None, X=None):
+                    X=None):
         """Validate the kernel parameters once and resolve gamma.
 
         Parameters
@@ -279,8 +283,6 @@ class KernelSpec:
             Polynomial and sigmoid parameters.
         kernel_params : dict or None
             Overrides gamma/degree/coef0 for string kernels; the parameters of a callable.
-        n_threads : int or None
-            Threads of the Gram computations.
         X : array-like or None
             Training data; needed only for a data-dependent gamma.
 
@@ -297,31 +299,30 @@ class KernelSpec:
         if kernel_params is not None and not isinstance(kernel_params, Mapping):
             raise TypeError(f"kernel_params must be a dict or None, got "
                             f"{type(kernel_params).__name__}")
-        n_threads = None if n_threads is None else check_n_threads(n_threads)
         if isinstance(kernel, Kernel):
             metric = kernel.as_metric()
             if metric is not None:
-                return cls(metric[0], tuple(metric[1].items()), n_threads)
-            return cls(kernel, (), n_threads)
+                return cls(metric[0], tuple(metric[1].items()))
+            return cls(kernel, ())
         if callable(kernel):
-            return cls(kernel, tuple((kernel_params or {}).items()), n_threads)
+            return cls(kernel, tuple((kernel_params or {}).items()))
         if kernel == "precomputed":
-            return cls(kernel, (), n_threads)
+            return cls(kernel, ())
         params = string_kernel_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
                                       kernel_params=kernel_params)
         for name in ("gamma", "degree", "coef0"):
             if name in params:
                 params[name] = check_real(params[name], name, low=0.0 if name != "coef0"
                                           else None)
-        return cls(kernel, tuple(params.items()), n_threads)
+        return cls(kernel, tuple(params.items()))
 
     @classmethod
     def of(cls, estimator, *, gamma, X=None):
-        """The spec of an estimator's ``kernel``, ``degree``, ``coef0``, ``kernel_params``
-        and ``n_threads``, with ``gamma`` given (the fitted one, or the parameter and X)."""
+        """The spec of an estimator's ``kernel``, ``degree``, ``coef0`` and ``kernel_params``,
+        with ``gamma`` given (the fitted one, or the parameter and X)."""
         return cls.from_params(estimator.kernel, gamma=gamma, degree=estimator.degree,
                                coef0=estimator.coef0, kernel_params=estimator.kernel_params,
-                               n_threads=estimator.n_threads, X=X)
+                               X=X)
 
     @property
     def precomputed(self):
@@ -362,7 +363,7 @@ class KernelSpec:
         return CompiledKernel(KERNEL_CODES[self.kernel], numbers["gamma"], numbers["degree"],
                               numbers["coef0"], numbers["order"])
 
-    def upper_gram(self, X):
+    def upper_gram(self, X, *, n_threads=None):
         """k(X, X) as its packed upper triangle (half the memory), or None.
 
         ``fastkern.pairwise._upper_triangle_gram``: for the bounded compiled
@@ -372,6 +373,8 @@ class KernelSpec:
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        n_threads : int or None, default=None
+            OpenMP threads (None: ``fastkern._threads.default_n_threads()``).
 
         Returns
         -------
@@ -379,9 +382,10 @@ class KernelSpec:
         """
         if not isinstance(self.kernel, str) or self.precomputed:
             return None
-        return _upper_triangle_gram(X, self.kernel, self.params, n_threads=self.n_threads)
+        return _upper_triangle_gram(X, self.kernel, self.params,
+                                    n_threads=check_n_threads(n_threads))
 
-    def gram(self, X, Y=None, *, out=None):
+    def gram(self, X, Y=None, *, out=None, n_threads=None):
         """The Gram matrix k(X, Y) (Y None: k(X, X)); with "precomputed", X itself, checked.
 
         Parameters
@@ -390,17 +394,20 @@ class KernelSpec:
         Y : array-like or sparse matrix of shape (n_samples_Y, n_features), default=None
         out : ndarray, default=None
             C-contiguous buffer of the result's shape and dtype.
+        n_threads : int or None, default=None
+            OpenMP threads (None: ``fastkern._threads.default_n_threads()``).
 
         Returns
         -------
         K : ndarray of shape (n_samples_X, n_samples_Y)
         """
+        n_threads = check_n_threads(n_threads)
         if isinstance(self.kernel, Kernel):
-            return self.kernel(X, Y, out=out, n_threads=self.n_threads)
+            return self.kernel(X, Y, out=out, n_threads=n_threads)
         if callable(self.kernel):
             return pairwise_kernels(X, Y, metric=self.kernel, filter_params=True, out=out,
-                                    n_threads=self.n_threads, **self.params)
+                                    n_threads=n_threads, **self.params)
         if self.precomputed:
             return pairwise_kernels(X, Y, metric="precomputed", out=out)
-        return pairwise_kernels(X, Y, metric=self.kernel, out=out, n_threads=self.n_threads,
+        return pairwise_kernels(X, Y, metric=self.kernel, out=out, n_threads=n_threads,
                                 **self.params)

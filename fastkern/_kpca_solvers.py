@@ -21,7 +21,7 @@ from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
 from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
-from fastkern._kernel_api import gram_dtype, kernel_gram
+from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage
 from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
@@ -31,6 +31,7 @@ from fastkern.centering import CentredGram, KernelCenterer
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
 
+_LINEAR = KernelSpec.from_params("linear")
 _BOUNDED_KERNELS = tuple(name for k in _registry.KERNELS if k.bounded for name in k.names)
 
 # Blocks in the "block_krylov" basis before a thick restart.  The basis of an
@@ -83,7 +84,7 @@ def scaled_eigenvectors(est, dtype):
 def _fit_pre_images(est, X, X_transformed, out=None, copy=False):
     """The kernel ridge map of inverse_transform, its Gram computed into ``out`` if
     given (or copied to a C-ordered buffer with ``copy``)."""
-    Kt = est._kernel(X_transformed, gamma=est.gamma_, out=out)
+    Kt = est._gram(X_transformed, out=out)
     if copy:
         Kt = np.array(Kt, order="C")
     est.dual_coef_ = solve_shifted_in_place(Kt, X.astype(Kt.dtype, copy=False),
@@ -163,8 +164,7 @@ class _GramSolver(Solver):
             K = X.toarray(order="C") if sparse.issparse(X) else X
             K = np.array(K, dtype=est.eigenvectors_.dtype, order="C", copy=True)
         else:
-            K = est._kernel(X.astype(est.X_fit_.dtype, copy=False), est.X_fit_,
-                            gamma=est.gamma_)
+            K = est._gram(X.astype(est.X_fit_.dtype, copy=False), est.X_fit_)
         K = est._centerer.transform(K, copy=False)
         return K @ scaled_eigenvectors(est, est.eigenvectors_.dtype)
 
@@ -175,7 +175,7 @@ def full_gram(est, X):
     if est._precomputed:
         return X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C",
                                                                          copy=True)
-    K = est._kernel(X, gamma=est.gamma_)
+    K = est._gram(X)
     if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
         K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
     return K
@@ -245,7 +245,7 @@ class BlockKrylov(_GramSolver):
         # are never computed, each product reads half of K, and K takes half
         # the memory and half the page faults.
         K = (None if est._precomputed
-             else est._kernel_spec(X, gamma=est.gamma_).upper_gram(X))
+             else est.kernel_spec_.upper_gram(X, n_threads=est.n_threads))
         return full_gram(est, X) if K is None else K
 
     def eigenpairs(self, est, K, X, k, basis):
@@ -299,18 +299,17 @@ class IncompleteCholesky(Solver):
     sparse = False
 
     def fit(self, est, X, k):
-        from fastkern.lowrank import incomplete_cholesky
+        from fastkern.lowrank import factor
 
         if est._precomputed:
             raise ValueError(f"eigen_solver={self.name!r} evaluates the kernel of X: "
                              "it cannot use kernel='precomputed'")
         if sparse.issparse(X):
             raise TypeError(f"eigen_solver={self.name!r} needs a dense X, got a sparse matrix")
-        Xk = normalize(X) if est.kernel == "cosine" else X
+        Xk, spec = _ichol_kernel(est, X)
         # tol relative to the centred kernel, the matrix whose spectrum this is.
-        res = incomplete_cholesky(Xk, **est._ichol_kernel_args(), tol=est.tol or 1e-6,
-                                  max_rank=est.ichol_max_rank, n_threads=est.n_threads,
-                                  centered=True)
+        res = factor(Xk, spec, tol=est.tol or 1e-6, max_rank=est.ichol_max_rank,
+                     n_threads=est.n_threads, centered=True)
         G = np.array(res.G, dtype=np.float64)
         est._ichol_L = G[res.pivots]
         est._ichol_mean = G.mean(axis=0)
@@ -348,13 +347,22 @@ class IncompleteCholesky(Solver):
     def transform(self, est, X):
         from fastkern.lowrank import pivot_features
 
-        Xk, Xp = X, est.X_fit_[est.ichol_pivots_]
-        if est.kernel == "cosine":
-            Xk, Xp = normalize(X), normalize(Xp)
-        Kp = kernel_gram(Xk.astype(est.X_fit_.dtype, copy=False), Xp,
-                         **est._ichol_kernel_args(), n_threads=est.n_threads)
+        Xk, spec = _ichol_kernel(est, X)
+        Xp, _ = _ichol_kernel(est, est.X_fit_[est.ichol_pivots_])
+        Kp = spec.gram(Xk.astype(est.X_fit_.dtype, copy=False), Xp, n_threads=est.n_threads)
         g = pivot_features(Kp, est._ichol_L) - est._ichol_mean
         return (g @ est._ichol_V).astype(est.eigenvectors_.dtype, copy=False)
+
+
+def _ichol_kernel(est, X):
+    """The rows and kernel the incomplete Cholesky factor reads: for a normalised kernel
+    (cosine, the registry's), the rows scaled to unit norm and the linear kernel, so
+    that each column does not normalise X again."""
+    kdef = _registry.BY_NAME.get(est.kernel_spec_.kernel) \
+        if isinstance(est.kernel_spec_.kernel, str) else None
+    if kdef is not None and kdef.normalized:
+        return normalize(X), _LINEAR
+    return X, est.kernel_spec_
 
 
 class _LargeN(Solver):
@@ -385,9 +393,8 @@ class _LargeN(Solver):
             raise ValueError(f"eigen_solver={self.name!r} needs n_components to be set "
                              "(it computes only the leading components)")
         X = np.ascontiguousarray(X)
-        spec = est._kernel_spec(X)
-        est.gamma_ = spec.gamma(X.shape[1])
-        self._fit(est, X, spec, parse_memory_budget(est.memory_budget), products)
+        est._fit_kernel_spec(X)
+        self._fit(est, X, est.kernel_spec_, parse_memory_budget(est.memory_budget), products)
         est.X_fit_ = np.array(X, copy=True) if est.copy_X else X
         est.n_features_in_ = X.shape[1]
 
@@ -434,7 +441,7 @@ class MatrixFree(_LargeN):
         X, bounds = _dask.materialize(X, client=client, timeout=timeout)
         est.n_features_in_ = X.shape[1]
         self.fit(est, X, None, lambda spec: _dask.fit_products(
-            X, bounds, spec, client=client, timeout=timeout))
+            X, bounds, spec, n_threads=est.n_threads, client=client, timeout=timeout))
 
     def _fit(self, est, X, spec, budget, products):
         from fastkern import large_n
@@ -444,7 +451,8 @@ class MatrixFree(_LargeN):
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "
                              f"got shape {X.shape}")
         k = self._components(est, n, n - 1)
-        matmat = (large_n.in_process_products(X, spec, memory_budget=budget)
+        matmat = (large_n.in_process_products(X, spec, n_threads=est.n_threads,
+                                              memory_budget=budget)
                   if products is None else products(spec))
         fit = large_n.matrix_free_eigenpairs(n, k, matmat, tol=est.tol, max_iter=est.max_iter,
                                              random_state=est.random_state,
@@ -458,16 +466,17 @@ class MatrixFree(_LargeN):
         A = scaled_eigenvectors(est, np.float64)
         # K_t 1 comes from the same pass as K_t A (centred_projection needs both).
         A1 = np.hstack([A, np.ones((est.X_fit_.shape[0], 1))])
-        spec = est._kernel_spec(gamma=est.gamma_)
+        spec = est.kernel_spec_
         if cluster is not None:
             from fastkern import _dask
 
             client, timeout, bounds = cluster
-            KA1 = _dask.cross_product(est.X_fit_, spec, X, A1, bounds, client=client,
-                                      timeout=timeout)
+            KA1 = _dask.cross_product(est.X_fit_, spec, X, A1, bounds,
+                                      n_threads=est.n_threads, client=client, timeout=timeout)
         else:
             KA1 = large_n.transform_products(
-                est.X_fit_, spec, A1, X, memory_budget=parse_memory_budget(est.memory_budget))
+                est.X_fit_, spec, A1, X, n_threads=est.n_threads,
+                memory_budget=parse_memory_budget(est.memory_budget))
         return large_n.centred_projection(KA1, A, est._fit_row_means, est._fit_grand_mean)
 
 
@@ -487,7 +496,8 @@ class Nystrom(_LargeN):
         if m > n:
             raise ValueError(f"n_landmarks={m} must be in [1, n_samples={n}]")
         k = self._components(est, n, m)
-        fit = large_n.nystroem_eigenpairs(X, spec, k, m, random_state=est.random_state,
+        fit = large_n.nystroem_eigenpairs(X, spec, k, m, n_threads=est.n_threads,
+                                          random_state=est.random_state,
                                           memory_budget=budget, verbose=est.verbose)
         order, signs = est._store_eigenpairs(fit.eigenvalues, fit.eigenvectors, X.dtype)
         est._nystroem_basis = np.ascontiguousarray(fit.basis[:, order] * signs)

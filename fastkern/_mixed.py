@@ -28,7 +28,6 @@ import numpy as np
 from scipy.linalg import blas, lapack
 
 from fastkern import _inchol, _split
-from fastkern._kernel_api import KernelSpec
 from fastkern._linalg import restore_factored_triangle
 from fastkern._threads import interruptible
 from fastkern._validation import check_n_threads
@@ -59,6 +58,8 @@ _MAX32 = float(np.finfo(np.float32).max)
 class SplitGram:
     """diag(s) K diag(s) for K = k(X, X) in float64, held as float32 parts (``fastkern._split``).
 
+    K is the Gram of the kernel ``spec`` (a ``fastkern._kernel_api.KernelSpec``).
+
     Attributes: ``K`` (n x n float32, the rounded matrix, both triangles),
     ``lo`` (the packed rounding errors of the strict upper triangle),
     ``diag`` (the float64 diagonal) and ``abs_row_sums`` (float64 row sums of
@@ -66,7 +67,7 @@ class SplitGram:
     of ``_PANEL_ROWS`` rows.
     """
 
-    def __init__(self, X, s, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
+    def __init__(self, X, s, spec, *, n_threads):
         n = X.shape[0]
         self.n_threads = n_threads = check_n_threads(n_threads)
         self.K = np.empty((n, n), dtype=np.float32)
@@ -74,9 +75,6 @@ class SplitGram:
         self.diag = np.empty(n)
         self.abs_row_sums = np.zeros(n)
         s = np.empty(0) if s is None else np.ascontiguousarray(s, dtype=np.float64)
-        # Validated once for all the panels.
-        spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                      kernel_params=kernel_params, n_threads=n_threads)
         rows = min(n, _PANEL_ROWS)
         dbuf, pbuf = np.empty(rows * rows), np.empty(rows * (n - rows))
         scale = 0.0
@@ -85,10 +83,10 @@ class SplitGram:
             b, m = i1 - i0, n - i1
             # The diagonal block as a symmetric Gram (exactly symmetric, exact
             # RBF diagonal, as the float64 path's Gram), the rest of the rows apart.
-            D = spec.gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b))
+            D = spec.gram(X[i0:i1], out=dbuf[:b * b].reshape(b, b), n_threads=n_threads)
             P = pbuf[:b * m].reshape(b, m)
             if m:
-                P = spec.gram(X[i0:i1], X[i1:], out=P)
+                P = spec.gram(X[i0:i1], X[i1:], out=P, n_threads=n_threads)
             scale = max(scale, float(np.abs(D).max(initial=0.0)))
             _split.split_panel(D, P, i0, s, self.K, self.lo, self.diag, self.abs_row_sums,
                                n_threads, _TINY * scale, _FACTOR_TINY * scale)
@@ -196,7 +194,7 @@ def refine(factor, matvec, B, anorm, max_passes=None):
     return None, max_passes
 
 
-def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params, n_threads):
+def solve_mixed(X, Y, alphas, s, spec, *, n_threads):
     """c~ solving (S K S + alpha_j I) c~_j = y_j (Y already scaled by S), or None.
 
     X: dense float64; Y: (n, t) float64; alphas: (t,) > 0; s: sqrt of the
@@ -206,8 +204,7 @@ def solve_mixed(X, Y, alphas, s, *, kernel, gamma, degree, coef0, kernel_params,
     used, and why says why; otherwise why holds the residual passes per alpha.
     """
     X = np.ascontiguousarray(X, dtype=np.float64)
-    A = SplitGram(X, s, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                  kernel_params=kernel_params, n_threads=n_threads)
+    A = SplitGram(X, s, spec, n_threads=n_threads)
     K, diag = A.K, A.diag
     # Off-diagonal absolute row sums: ||A + alpha I||_inf follows for any alpha.
     off = A.abs_row_sums - np.abs(diag)

@@ -57,11 +57,11 @@ class KernelOperator:
     def __init__(self, X, *, kernel="rbf", gamma=None, degree=3, coef0=1,
                  kernel_params=None, n_threads=None, memory_budget=None):
         spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                      kernel_params=kernel_params, n_threads=n_threads, X=X)
-        self._setup(X, spec, memory_budget)
+                                      kernel_params=kernel_params, X=X)
+        self._setup(X, spec, n_threads, memory_budget)
 
     @classmethod
-    def from_spec(cls, X, spec, *, memory_budget=None):
+    def from_spec(cls, X, spec, *, n_threads=None, memory_budget=None):
         """Build the operator of a kernel specification on training rows X.
 
         Parameters
@@ -69,7 +69,9 @@ class KernelOperator:
         X : ndarray of shape (n_samples, n_features)
             Training rows.
         spec : fastkern._kernel_api.KernelSpec
-            The kernel, its parameters and thread count.
+            The kernel and its parameters.
+        n_threads : int, default=None
+            OpenMP threads (None: the default).
         memory_budget : int, default=None
             As the constructor's.
 
@@ -78,13 +80,13 @@ class KernelOperator:
         op : KernelOperator
         """
         op = cls.__new__(cls)
-        op._setup(X, spec, memory_budget)
+        op._setup(X, spec, n_threads, memory_budget)
         return op
 
-    def _setup(self, X, spec, memory_budget):
+    def _setup(self, X, spec, n_threads, memory_budget):
         self.X = X
         self.kernel_spec = spec
-        self.n_threads = check_n_threads(spec.n_threads)
+        self.n_threads = check_n_threads(n_threads)
         self.budget = memory_budget
         self.compiled = spec.compiled(X.shape[1])
         if self.compiled is not None:
@@ -221,7 +223,8 @@ class KernelOperator:
         progress = _report_fraction()
         out = np.empty((A.shape[0], V.shape[1]))
         for i in range(0, A.shape[0], self.block_rows):
-            block = self.kernel_spec.gram(A[i:i + self.block_rows], self.X)
+            block = self.kernel_spec.gram(A[i:i + self.block_rows], self.X,
+                                         n_threads=self.n_threads)
             np.matmul(block, V, out=out[i:i + self.block_rows], dtype=np.float64)
             if progress is not None:
                 progress(min(1.0, (i + self.block_rows) / A.shape[0]))

@@ -8,9 +8,12 @@ One module owns the thread policy:
 - the compiled loops wake their threads only for work worth a parallel
   region (``fastkern._batches`` measures the first item; ``threads_for``
   does the same by size for loops that are not batched);
-- ``blas_limit`` / ``limits_blas``: BLAS/LAPACK runs on one thread inside
-  OpenMP regions and for small problems, on ``n_threads`` otherwise, so
-  BLAS's and OpenMP's threads never both run wide at once;
+- ``blas_limit`` / ``blas_for`` / ``limits_blas``: BLAS/LAPACK runs on one
+  thread inside OpenMP regions and for small problems, on ``n_threads``
+  otherwise, so BLAS's and OpenMP's threads never both run wide at once
+  (no other module calls threadpoolctl: tests/test_architecture.py);
+- ``share_of_cores``: a Dask task's threads, the host's cores shared among
+  the tasks running on it;
 - fastkern's OpenMP threads sleep when idle instead of spinning (set before
   the OpenMP runtime loads, below), so they do not take the cores from
   BLAS, from the other processes of a busy machine or from a grid search's
@@ -88,6 +91,16 @@ def default_n_threads():
     return max(1, min(n, MAX_THREADS))
 
 
+def share_of_cores(host_threads):
+    """OpenMP threads for one of ``host_threads`` tasks running at once on this host:
+    the cores this process may use (its CPU affinity) divided among them, at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, cores // max(1, host_threads))
+
+
 def threads_for(n_threads, values):
     """Threads for one unbatched parallel loop over about `values` values of work."""
     return n_threads if values >= SERIAL_VALUES else 1
@@ -161,6 +174,22 @@ def blas_threads(n_threads, n_rows):
     return n_threads if n_rows >= BLAS_SERIAL_ROWS else 1
 
 
+def blas_for(n_threads, n_rows):
+    """Context manager holding BLAS/LAPACK to :func:`blas_threads` for an estimator's
+    work on n_rows samples (n_threads validated, None: default_n_threads())."""
+    if n_threads is None:
+        n_threads = default_n_threads()
+    return _BlasLimit(blas_threads(n_threads, n_rows))
+
+
+def blas_info():
+    """The BLAS libraries loaded in this process, as threadpoolctl reports them (looked
+    up afresh: the limiter's cached controller may predate a library loaded since)."""
+    from threadpoolctl import threadpool_info
+
+    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
+
+
 def _rows(args):
     X = args[0] if args else None
     shape = getattr(X, "shape", None)
@@ -183,8 +212,7 @@ def limits_blas(method):
         # parameter validation rejects it with the estimator's message.
         valid = (isinstance(n_threads, numbers.Integral)
                  and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
-        n_threads = int(n_threads) if valid else default_n_threads()
-        with blas_limit(blas_threads(n_threads, _rows(args))):
+        with blas_for(int(n_threads) if valid else None, _rows(args)):
             return method(self, *args, **kwargs)
 
     return wrapped

@@ -80,12 +80,12 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from fastkern import _inchol
 from fastkern._eigen import column_signs
-from fastkern._kernel_api import (STRING_KERNELS, is_precomputed, kernel_constraints, kernel_gram,
+from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, structured_kernel, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
-from fastkern.lowrank import incomplete_cholesky
+from fastkern.lowrank import factor
 
 __all__ = ["KernelCCA"]
 
@@ -98,7 +98,9 @@ AUTO_DENSE_MAX = 3000
 
 
 def _view_params(est, view):
-    """The kernel parameters of view "x" or "y" (a None *_y parameter takes X's value)."""
+    """The kernel parameters of view "x" or "y" (a None *_y parameter takes X's value),
+    as given (gamma not resolved: the fitted kernels are ``kernel_spec_`` and
+    ``kernel_spec_y_``)."""
     names = ("kernel", "gamma", "degree", "coef0", "kernel_params")
     params = {name: getattr(est, name) for name in names}
     if view == "y":
@@ -106,8 +108,6 @@ def _view_params(est, view):
             value = getattr(est, f"{name}_y")
             if value is not None:
                 params[name] = value
-    # gamma="scale"/"median" resolved on each view's training data by fit.
-    params["gamma"] = getattr(est, "_fit_gammas", {}).get(view, params["gamma"])
     return params
 
 
@@ -205,6 +205,11 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Numerical rank of y's (centred) kernel used.
     solver_ : str
         The path taken ("dense" or "incomplete_cholesky").
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel of X as fitted (kernel, the resolved gamma, degree, coef0,
+        kernel_params), built once at fit and evaluated by every later Gram.
+    kernel_spec_y_ : fastkern._kernel_api.KernelSpec
+        The same for y (the *_y parameters, X's where they are None).
     n_features_in_ : int
         Number of features of X seen during fit.
     n_features_y_ : int or None
@@ -311,8 +316,11 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              f"when its kernel is 'precomputed', got shape {A.shape}")
         return A
 
+    def _view_spec(self, view):
+        return self.kernel_spec_ if view == "x" else self.kernel_spec_y_
+
     def _gram(self, view, A, B=None, out=None, n_threads=None):
-        return kernel_gram(A, B, **_view_params(self, view), n_threads=n_threads, out=out)
+        return self._view_spec(view).gram(A, B, out=out, n_threads=n_threads)
 
     # ------------------------------------------------------------ fit
 
@@ -343,19 +351,20 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                            ensure_min_samples=2)
         n = X.shape[0]
-        self._fit_gammas = {}
         kx, ky = _view_params(self, "x")["kernel"], _view_params(self, "y")["kernel"]
         X = self._check_precomputed(X, "X", kx)
         y = self._check_precomputed(y, "y", ky)
-        self._fit_gammas = {view: resolve_gamma(_view_params(self, view)["gamma"], A, kern)
-                            for view, A, kern in (("x", X, kx), ("y", y, ky))}
+        # gamma="scale"/"median" resolved on each view's training data.
+        self.kernel_spec_, self.kernel_spec_y_ = (
+            KernelSpec.from_params(**{**params, "gamma": resolve_gamma(params["gamma"], A,
+                                                                       params["kernel"])})
+            for params, A in ((_view_params(self, "x"), X), (_view_params(self, "y"), y)))
         k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
         reg = check_real(self.regularization, "regularization", low=0.0)
         jitter = check_real(self.jitter, "jitter", low=0.0)
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, n)
         solver = self.solver
         if solver not in _SOLVERS:
             raise ValueError(f"solver must be one of {_SOLVERS}, got {solver!r}")
@@ -377,7 +386,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                     f"solver='incomplete_cholesky': {name} must be dense "
                                     "(or use solver='dense')")
 
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             views = []
             for view, A, name in (("x", X, "X"), ("y", y, "y")):
                 if solver == "dense":
@@ -425,7 +434,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """U, l of the (centred) Gram, and the map from coefficients in U to dual ones."""
         n = A.shape[0]
         K = np.empty((n, n))
-        if is_precomputed(_view_params(self, view)["kernel"]):
+        if self._view_spec(view).precomputed:
             np.copyto(K, A)
             basis = np.arange(n)
         else:
@@ -460,10 +469,10 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return U, lam, dual
 
     def _lowrank_view(self, view, A, name, n_threads):
-        params = _view_params(self, view)
         max_rank = check_int(self.max_rank, "max_rank", 1, allow_none=True)
         tol = check_real(self.tol, "tol", low=0.0)
-        chol = incomplete_cholesky(A, **params, tol=tol, max_rank=max_rank, n_threads=n_threads)
+        chol = factor(A, self._view_spec(view), tol=tol, max_rank=max_rank,
+                      n_threads=n_threads)
         G = np.asarray(chol.G, dtype=np.float64)
         piv = chol.pivots
         if piv.size == 0:
@@ -498,7 +507,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _variates(self, view, A, n_threads):
         coef = getattr(self, f"{view}_dual_coef_")
         basis = self.X_fit_ if view == "x" else self.y_fit_
-        if is_precomputed(_view_params(self, view)["kernel"]):
+        if self._view_spec(view).precomputed:
             Kt = A[:, basis]
         else:
             Kt = self._gram(view, A, basis, out=np.empty((A.shape[0], basis.shape[0])),
@@ -526,13 +535,13 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         check_is_fitted(self, "x_dual_coef_")
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, _num_samples(X))
+        n = _num_samples(X)
         if y is not None:
             y = self._check_y(y, _num_samples(X), reset=False)
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_train = self.x_fit_means_.shape[0] if self.solver_ == "dense" else None
         X = self._check_precomputed(X, "X", _view_params(self, "x")["kernel"], n_train)
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             Xc = self._variates("x", X, n_threads)
             if y is None:
                 return Xc

@@ -20,14 +20,13 @@ import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                           _fit_context)
 from sklearn.exceptions import NotFittedError
-from sklearn.preprocessing import normalize
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
 from fastkern import _dask
 from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed,
-                                  kernel_constraints, kernel_gram, resolve_gamma,
+                                  kernel_constraints, resolve_gamma,
                                   structured_kernel, validate_input)
 from fastkern._kpca_solvers import (DEPRECATED_SOLVERS, EIGEN_SOLVERS, SOLVERS, choose,
                                     cluster_solvers)
@@ -168,7 +167,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         The training data (see copy_X); for kernel="precomputed", the given
         kernel.
     gamma_ : float or None
-        The gamma used: gamma resolved on the training X.
+        The gamma used: gamma resolved on the training X ("scale",
+        "median"), or 1 / n_features when gamma is None, for every kernel
+        and eigen_solver (as scikit-learn; kernels without a gamma ignore
+        it).
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, gamma_, degree, coef0, kernel_params),
+        built once at fit; transform, inverse_transform and every solver
+        evaluate it.
     ichol_pivots_ : ndarray of shape (rank,) or None
         The pivots of the incomplete Cholesky factor (with
         eigen_solver="incomplete_cholesky"; None with another solver).
@@ -293,15 +299,17 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return new
         return solver
 
-    def _kernel(self, X, Y=None, *, gamma=None, out=None):
-        kernel = self.kernel
-        if isinstance(kernel, str) and kernel == "cosine":
-            # Cosine similarity is the linear kernel of L2-normalised rows
-            # (zero rows stay zero), as scikit-learn's cosine_similarity.
-            X, Y, kernel = normalize(X), None if Y is None else normalize(Y), "linear"
-        return kernel_gram(X, Y, kernel=kernel, gamma=self.gamma if gamma is None else gamma,
-                           degree=self.degree, coef0=self.coef0, kernel_params=self.kernel_params,
-                           n_threads=self.n_threads, out=out)
+    def _gram(self, X, Y=None, *, out=None):
+        """k(X, Y) of the fitted kernel (``kernel_spec_``)."""
+        return self.kernel_spec_.gram(X, Y, out=out, n_threads=self.n_threads)
+
+    def _fit_kernel_spec(self, X):
+        """Resolve gamma on the training X and build ``kernel_spec_``, as scikit-learn:
+        ``gamma_`` is gamma, or 1 / n_features when it is None, whatever the
+        kernel and the eigensolver, and that gamma_ is the kernel's gamma."""
+        gamma = resolve_gamma(self.gamma, X, self.kernel)
+        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
 
     def _validate(self, X, reset):
         if isinstance(X, (list, tuple)) and structured_kernel(self.kernel) is None:
@@ -395,15 +403,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.ichol_pivots_ = None
         solver.check(self, X)
         if not solver.large_n:
-            gamma = resolve_gamma(self.gamma, X, self.kernel)
-            self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+            # The large-N solvers build it on the contiguous X they keep.
+            self._fit_kernel_spec(X)
         X_transformed = solver.fit(self, X, k)
         self._fit_solver = solver.name
         return X_transformed
-
-    def _kernel_spec(self, X=None, gamma=None):
-        """The estimator's kernel as one KernelSpec (gamma: the fitted one, else resolved on X)."""
-        return KernelSpec.of(self, gamma=self.gamma if gamma is None else gamma, X=X)
 
     def _store_eigenpairs(self, eigenvalues, eigenvectors, dtype):
         """The one post-processing of every solver's eigenpairs, as scikit-learn's KernelPCA.
@@ -429,11 +433,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.eigenvalues_ = eigenvalues.astype(dtype, copy=False)
         self.eigenvectors_ = np.ascontiguousarray(eigenvectors, dtype=dtype)
         return order, signs
-
-    def _ichol_kernel_args(self):
-        kernel = "linear" if self.kernel == "cosine" else self.kernel
-        return dict(kernel=kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
-                    kernel_params=self.kernel_params)
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limits_blas
@@ -517,8 +516,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if X.ndim != 2 or X.shape[1] != self.X_transformed_fit_.shape[1]:
             raise ValueError(f"X must have shape (n_samples, {self.X_transformed_fit_.shape[1]}), "
                              f"got {X.shape}")
-        K = self._kernel(X.astype(self.X_transformed_fit_.dtype, copy=False),
-                         self.X_transformed_fit_, gamma=self.gamma_)
+        K = self._gram(X.astype(self.X_transformed_fit_.dtype, copy=False),
+                       self.X_transformed_fit_)
         return K @ self.dual_coef_
 
     @property

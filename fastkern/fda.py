@@ -21,10 +21,10 @@ from sklearn.utils.validation import check_is_fitted
 from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
-from fastkern.lowrank import incomplete_cholesky
+from fastkern.lowrank import factor
 
 __all__ = ["KernelFDA"]
 
@@ -205,6 +205,9 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         Training means of the columns of K(X_train, X_fit_).
     rank_ : int
         Pivots used by solver="inchol" (n_samples for the dense solver).
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, the resolved gamma, degree, coef0,
+        kernel_params), built once at fit and evaluated by every later Gram.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -255,16 +258,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
     def _precomputed(self):
         return is_precomputed(self.kernel)
 
-    def _kernel_args(self):
-        # gamma="scale"/"median" was resolved on the training X by fit.
-        return dict(kernel=self.kernel, gamma=self._fit_gamma, degree=self.degree,
-                    coef0=self.coef0, kernel_params=self.kernel_params)
-
     def _sparse_formats(self):
         return ["csr", "csc"] if self.solver == "dense" else False
-
-    def _blas_threads(self, n_rows):
-        return blas_threads(check_n_threads(self.n_threads), n_rows)
 
     # ------------------------------------------------------------------ fit
 
@@ -290,7 +285,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         # sparse input then says that dense data is required.
         X, y = validate_input(self, X, y, accept_sparse=self._sparse_formats(),
                              dtype=np.float64, ensure_min_samples=2, y_numeric=False)
-        self._fit_gamma = resolve_gamma(self.gamma, X, self.kernel)
+        self.kernel_spec_ = KernelSpec.of(self, gamma=resolve_gamma(self.gamma, X, self.kernel))
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         labels = labels.reshape(-1)
@@ -317,7 +312,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             raise ValueError(f"n_components={k} must be <= n_classes - 1 = {n_classes - 1}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         dof = n
-        with blas_limit(self._blas_threads(n)):
+        with blas_for(check_n_threads(self.n_threads), n):
             if self.solver == "dense":
                 coef, lam, proj, col_means = self._fit_dense(X, labels, counts, reg, dof)
                 fit_index = np.arange(n)
@@ -358,7 +353,7 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         if self._precomputed():
             np.copyto(K, X)
         else:
-            KernelSpec.of(self, gamma=self._fit_gamma).gram(X, out=K)
+            self.kernel_spec_.gram(X, out=K, n_threads=self.n_threads)
         col_means = K.mean(axis=0)
         center_gram(K, n_threads=self.n_threads)
         c, HQ, Z = class_ridge_solve(K, labels, counts, reg, "the centred kernel matrix is "
@@ -387,8 +382,8 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         return a, lam, proj, col_means
 
     def _fit_inchol(self, X, labels, counts, reg, dof):
-        ic = incomplete_cholesky(X, **self._kernel_args(), tol=self.tol,
-                                 max_rank=self.max_rank, n_threads=self.n_threads)
+        ic = factor(X, self.kernel_spec_, tol=self.tol, max_rank=self.max_rank,
+                    n_threads=self.n_threads)
         piv = ic.pivots
         if piv.size == 0:
             raise ValueError("the kernel matrix is zero (to within tol): there is nothing to "
@@ -442,12 +437,13 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
         precomputed = self._precomputed()
         if precomputed and sparse.issparse(X):
             X = X.toarray()
-        with blas_limit(self._blas_threads(X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             if precomputed:
                 Kt = X[:, self.X_fit_]
             else:
-                Kt = KernelSpec.of(self, gamma=self._fit_gamma).gram(
-                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])))
+                Kt = self.kernel_spec_.gram(
+                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])),
+                    n_threads=self.n_threads)
             return Kt @ self.dual_coef_ - self.K_fit_rows_ @ self.dual_coef_
 
     def transform(self, X):

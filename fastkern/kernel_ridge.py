@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, _fit_c
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from fastkern._kernel_api import (gram_dtype, is_precomputed, kernel_constraints, kernel_gram,
+from fastkern._kernel_api import (KernelSpec, gram_dtype, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
 from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
@@ -44,18 +44,18 @@ _BLOCK_ROWS = 64
 MIXED_MIN_SAMPLES = 2500
 
 
-def gram_buffer(X, *, kernel, gamma, degree, coef0, kernel_params, n_threads, dtype):
-    """The training Gram matrix in a fresh, writeable C-contiguous buffer we may destroy.
+def gram_buffer(X, spec, *, n_threads, dtype):
+    """The training Gram matrix of the kernel ``spec`` in a fresh, writeable C-contiguous
+    buffer we may destroy.
 
     A precomputed kernel is copied once (it belongs to the caller); any other
     kernel is computed straight into its own buffer.
     """
-    if isinstance(kernel, str) and kernel == "precomputed":
+    if spec.precomputed:
         if hasattr(X, "toarray"):  # a sparse precomputed kernel: the solve needs it dense
             return np.asarray(X.toarray(order="C"), dtype=dtype, order="C")
         return np.array(X, dtype=dtype, order="C", copy=True)
-    K = kernel_gram(X, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0,
-                    kernel_params=kernel_params, n_threads=n_threads)
+    K = spec.gram(X, n_threads=n_threads)
     if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != dtype:
         K = np.array(K, dtype=dtype, order="C", copy=True)
     return K
@@ -102,6 +102,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
                              f"got shape {X.shape}")
         # gamma="scale"/"median" resolved once, on the training X.
         self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
+        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
         sw = None
         if sample_weight is not None:
             # Keeps a float32 array float32: it matters for dual_coef_'s dtype.
@@ -120,9 +121,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if gram_dtype(X) != np.float32 or self._precomputed:
             return gram_dtype(X)
-        return kernel_gram(X[:1], kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                           coef0=self.coef0, kernel_params=self.kernel_params,
-                           n_threads=1).dtype
+        return self.kernel_spec_.gram(X[:1], n_threads=1).dtype
 
     def _gram(self, X, dtype):
         """The training Gram matrix in `dtype`, in a buffer fit may destroy.
@@ -132,9 +131,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """
         if not self._precomputed and gram_dtype(X) != dtype:
             X = X.astype(dtype)
-        return gram_buffer(X, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                           coef0=self.coef0, kernel_params=self.kernel_params,
-                           n_threads=self.n_threads, dtype=dtype)
+        return gram_buffer(X, self.kernel_spec_, n_threads=self.n_threads, dtype=dtype)
 
     @limits_blas
     def predict(self, X):
@@ -162,9 +159,7 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return self._ichol_features(X) @ self.ichol_coef_
         if self._precomputed and hasattr(X, "toarray"):
             return np.asarray(X @ self.dual_coef_)
-        K = kernel_gram(X, self.X_fit_, kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                        coef0=self.coef0, kernel_params=self.kernel_params,
-                        n_threads=self.n_threads)
+        K = self.kernel_spec_.gram(X, self.X_fit_, n_threads=self.n_threads)
         # As scikit-learn: the result has the promoted dtype of K and dual_coef_.
         return np.dot(K, self.dual_coef_)
 
@@ -179,9 +174,8 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
         """Rows of the fitted factor for new points (the Nystroem map on the pivots)."""
         from fastkern.lowrank import pivot_features
 
-        Kp = kernel_gram(X, self.X_fit_[self.ichol_pivots_], kernel=self.kernel,
-                         gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
-                         kernel_params=self.kernel_params, n_threads=self.n_threads)
+        Kp = self.kernel_spec_.gram(X, self.X_fit_[self.ichol_pivots_],
+                                    n_threads=self.n_threads)
         return pivot_features(Kp, self._ichol_L)
 
 
@@ -248,6 +242,9 @@ class KernelRidge(_KernelRegressorBase):
         The training data (the training Gram with kernel="precomputed").
     gamma_ : float or None
         The gamma used: gamma resolved on the training X.
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, gamma_, degree, coef0, kernel_params),
+        built once at fit and evaluated by predict.
     solver_ : str
         The solve used: "mixed", "cholesky" or "incomplete_cholesky".
     ichol_coef_ : ndarray of shape (rank,) or (rank, n_targets), or None
@@ -392,9 +389,7 @@ class KernelRidge(_KernelRegressorBase):
             from fastkern._mixed import solve_mixed
 
             coef, why = solve_mixed(X, Y, np.broadcast_to(alpha, (Y.shape[1],)), s,
-                                    kernel=self.kernel, gamma=self.gamma_, degree=self.degree,
-                                    coef0=self.coef0, kernel_params=self.kernel_params,
-                                    n_threads=self.n_threads)
+                                    self.kernel_spec_, n_threads=self.n_threads)
             if coef is not None:
                 self.solver_ = "mixed"
             self._mixed_info = why
@@ -423,7 +418,7 @@ class KernelRidge(_KernelRegressorBase):
                 and (self.solver == "mixed" or X.shape[0] >= MIXED_MIN_SAMPLES))
 
     def _fit_ichol(self, X, Y, sw, alpha, ravel):
-        from fastkern.lowrank import incomplete_cholesky
+        from fastkern.lowrank import factor
 
         if self._precomputed:
             raise ValueError("solver='incomplete_cholesky' evaluates the kernel of X: it "
@@ -433,10 +428,8 @@ class KernelRidge(_KernelRegressorBase):
         if np.any(alpha <= 0):
             raise ValueError("solver='incomplete_cholesky' needs alpha > 0 (the low-rank "
                              f"kernel G G^T is singular), got alpha={self.alpha!r}")
-        res = incomplete_cholesky(X, self.kernel, gamma=self.gamma_, degree=self.degree,
-                                  coef0=self.coef0, kernel_params=self.kernel_params,
-                                  tol=self.ichol_tol, max_rank=self.ichol_max_rank,
-                                  n_threads=self.n_threads)
+        res = factor(X, self.kernel_spec_, tol=self.ichol_tol, max_rank=self.ichol_max_rank,
+                     n_threads=self.n_threads)
         G = np.asarray(res.G, dtype=np.float64)
         Y = np.asarray(Y, dtype=np.float64)
         s = None if sw is None else np.sqrt(np.asarray(sw, dtype=np.float64))
@@ -511,6 +504,9 @@ class KernelRidgeCV(_KernelRegressorBase):
         As ``KernelRidge`` fitted with alpha_.
     gamma_ : float or None
         The gamma used: gamma resolved on the training X.
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, gamma_, degree, coef0, kernel_params),
+        built once at fit and evaluated by predict.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)

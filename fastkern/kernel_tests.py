@@ -74,7 +74,7 @@ from fastkern import _kstats
 from fastkern import _registry
 from fastkern._kernel_api import (check_kernel_param, kernel_gram, resolve_gamma,
                                   string_kernel_params)
-from fastkern._threads import blas_limit, blas_threads, threads_for
+from fastkern._threads import blas_for, threads_for
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
                                   check_option, check_real, result_dtype)
 
@@ -399,7 +399,7 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
     params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, Z, "gamma")
     N = nx + ny
     G = np.empty((N, N), dtype=dtype)
-    with blas_limit(blas_threads(n_threads, N)):
+    with blas_for(n_threads, N):
         _gram_into(G, Z, kernel, params, n_threads)
     del Z
     label_kernel = None
@@ -640,7 +640,7 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
     # Chunk means and sums of squared deviations merged as Chan et al. (1979):
     # the variance is never the small difference of two large sums.
     count, mean, m2 = 0, 0.0, 0.0
-    with blas_limit(blas_threads(n_threads, min(chunk_size, M2))):
+    with blas_for(n_threads, min(chunk_size, M2)):
         for s in range(0, M2, chunk_size):
             e = min(M2, s + chunk_size)
             x0 = np.asarray(X[2 * s:2 * e:2], dtype=np.float64)
@@ -771,7 +771,7 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
         p.pop("coef0")
 
     B = np.empty((n, n), dtype=dtype)
-    with blas_limit(blas_threads(n_threads, n)):
+    with blas_for(n_threads, n):
         stats = _HSICStats(B, X, Y, kernel_x, px, kernel_y, py, estimator, n_threads)
     ident = np.arange(n, dtype=np.int32)[None, :]
     observed = float(stats.statistics(ident, ident)[0])

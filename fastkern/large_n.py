@@ -107,7 +107,7 @@ class NystroemFit(NamedTuple):
     basis: np.ndarray
 
 
-def in_process_products(X, spec, *, memory_budget=None):
+def in_process_products(X, spec, *, n_threads=None, memory_budget=None):
     """Return the product with K(X, X) computed here with OpenMP (the in-process backend).
 
     For float64 X and a kernel of the compiled tile loops, each product
@@ -121,6 +121,8 @@ def in_process_products(X, spec, *, memory_budget=None):
         Training rows.
     spec : fastkern._kernel_api.KernelSpec
         The kernel.
+    n_threads : int, default=None
+        OpenMP threads (None: the default).
     memory_budget : int, default=None
         Bytes the products' temporaries may use.
 
@@ -129,7 +131,7 @@ def in_process_products(X, spec, *, memory_budget=None):
     matmat : callable
         ``matmat(V)`` is K @ V.
     """
-    op = KernelOperator.from_spec(X, spec, memory_budget=memory_budget)
+    op = KernelOperator.from_spec(X, spec, n_threads=n_threads, memory_budget=memory_budget)
     return op.symmetric_matmat if op.has_symmetric_product else op.matmat
 
 
@@ -277,7 +279,7 @@ def centred_projection(KA1, A, row_means, grand_mean):
     return KA
 
 
-def transform_products(X_fit, spec, A1, X, *, memory_budget=None):
+def transform_products(X_fit, spec, A1, X, *, n_threads=None, memory_budget=None):
     """Compute K(X, X_fit) @ A1 in-process, the pass :func:`centred_projection` needs.
 
     Parameters
@@ -290,6 +292,8 @@ def transform_products(X_fit, spec, A1, X, *, memory_budget=None):
         The scaled eigenvectors with a column of ones appended.
     X : ndarray of shape (n_new, n_features)
         New rows.
+    n_threads : int, default=None
+        OpenMP threads (None: the default).
     memory_budget : int, default=None
         Bytes the products' temporaries may use.
 
@@ -298,13 +302,14 @@ def transform_products(X_fit, spec, A1, X, *, memory_budget=None):
     KA1 : ndarray of shape (n_new, k + 1)
         The product, in float64.
     """
-    op = KernelOperator.from_spec(X_fit, spec, memory_budget=memory_budget)
+    op = KernelOperator.from_spec(X_fit, spec, n_threads=n_threads,
+                                  memory_budget=memory_budget)
     with pass_label("transform"):
         return op.matmat(A1, X)
 
 
-def nystroem_eigenpairs(X, spec, k, n_landmarks, *, random_state=None, memory_budget=None,
-                        verbose=False):
+def nystroem_eigenpairs(X, spec, k, n_landmarks, *, n_threads=None, random_state=None,
+                        memory_budget=None, verbose=False):
     """Compute the k leading eigenpairs of the Nystroem approximation of the centred Gram.
 
     See the module docstring for the algebra.
@@ -319,6 +324,8 @@ def nystroem_eigenpairs(X, spec, k, n_landmarks, *, random_state=None, memory_bu
         Number of eigenpairs (<= n_landmarks).
     n_landmarks : int
         Landmarks drawn from X.
+    n_threads : int, default=None
+        OpenMP threads (None: the default).
     random_state : int, RandomState or None, default=None
         Draws the landmarks.
     memory_budget : int, default=None
@@ -342,7 +349,7 @@ def nystroem_eigenpairs(X, spec, k, n_landmarks, *, random_state=None, memory_bu
     t0 = time.perf_counter()
     named = {} if not isinstance(spec.kernel, str) else dict(spec.params)
     feature_map = Nystroem(kernel=spec.kernel, n_components=m, random_state=random_state,
-                           n_threads=spec.n_threads, gamma=named.pop("gamma", None),
+                           n_threads=n_threads, gamma=named.pop("gamma", None),
                            degree=named.pop("degree", 3), coef0=named.pop("coef0", 1),
                            kernel_params=(named or None) if isinstance(spec.kernel, str)
                            else (dict(spec.params) or None)).fit(X)

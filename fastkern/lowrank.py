@@ -12,7 +12,6 @@ kernlab's ``sigest``.
 import math
 import time
 import warnings
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -119,9 +118,8 @@ def _diagonal(X, spec):
     """
     n = X.shape[0]
     diag = np.empty(n)
-    spec = replace(spec, n_threads=1)
     for start in range(0, n, DIAG_BLOCK):
-        block = spec.gram(X[start:start + DIAG_BLOCK])
+        block = spec.gram(X[start:start + DIAG_BLOCK], n_threads=1)
         diag[start:start + block.shape[0]] = np.diagonal(block)
     return diag
 
@@ -224,7 +222,45 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     (True, 100)
     """
     _check_kernel(kernel)
+    X = _check_X(X)
+    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params, X=X)
+    return factor(X, spec, tol=tol, max_rank=max_rank, n_threads=n_threads, centered=centered)
+
+
+def _check_X(X):
     X = check_array_2d(X, "X")
+    return np.ascontiguousarray(X, dtype=np.float32 if X.dtype == np.float32 else np.float64)
+
+
+def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
+    """:func:`incomplete_cholesky` of a kernel given as a ``KernelSpec``.
+
+    The estimators' route: they hand over their fitted ``kernel_spec_``
+    (gamma already resolved) rather than loose kernel arguments.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Training rows.
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel (not "precomputed").
+    tol : float, default=1e-6
+        As :func:`incomplete_cholesky`'s.
+    max_rank : int or None, default=None
+        As :func:`incomplete_cholesky`'s.
+    n_threads : int or None, default=None
+        As :func:`incomplete_cholesky`'s.
+    centered : bool, default=False
+        As :func:`incomplete_cholesky`'s.
+
+    Returns
+    -------
+    result : IncompleteCholesky
+        As :func:`incomplete_cholesky`'s.
+    """
+    _check_kernel(spec.kernel)
+    X = _check_X(X)
     n, d = X.shape
     tol = check_real(tol, "tol", low=0.0)
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
@@ -232,10 +268,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     n_threads = check_n_threads(n_threads)
     if not isinstance(centered, (bool, np.bool_)):
         raise TypeError(f"centered must be a bool, got {centered!r}")
-    dtype = np.float32 if X.dtype == np.float32 else np.float64
-    X = np.ascontiguousarray(X, dtype=dtype)
-    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                                  kernel_params=kernel_params, X=X)
+    dtype = X.dtype
     compiled = spec.compiled(d)
     if compiled is not None and compiled.kind in _inchol.DIRECT_KINDS:
         # exp(-gamma * 0) on the diagonal.
@@ -258,7 +291,6 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
     column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
-    column_spec = replace(spec, n_threads=column_threads)
     chooser = _ThreadChooser(n_threads)
     k = 0
     p = int(np.argmax(resid))
@@ -289,7 +321,7 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         if kind == _inchol.GIVEN:
             # As a 1 x n row: the Gram code's tiles are then 1 x 256 (long
             # vectorised rows) rather than 128 x 1 (measured 1.3x faster at d=16).
-            column_spec.gram(X[p:p + 1], X, out=Gt[k].reshape(1, n))
+            spec.gram(X[p:p + 1], X, out=Gt[k].reshape(1, n), n_threads=column_threads)
         gp = np.array(Gt[:k, p], dtype=np.float64)
         threads = chooser.pick(k)
         start = time.perf_counter()

@@ -73,6 +73,9 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         W^(-1/2), W the Gram matrix of the landmarks.
     gamma_ : float or None
         The gamma used (resolved at fit; None: the kernel's default).
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, gamma_, degree, coef0, kernel_params),
+        built once at fit and evaluated by transform.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -120,7 +123,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None):
-        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y)
+        return self.kernel_spec_.gram(X, Y, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -152,6 +155,7 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         check_n_threads(self.n_threads)
         # gamma="scale"/"median" resolved once, on the whole training X.
         self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
+        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
         n = X.shape[0]
         if self._precomputed and X.shape[1] != n:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "

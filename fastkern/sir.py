@@ -27,7 +27,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
-from fastkern._threads import blas_limit, blas_threads, interruptible
+from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
 
@@ -207,7 +207,7 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             raise ValueError(f"n_directions={k} must be <= n_features={p}")
         n_threads = check_n_threads(self.n_threads)
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with blas_limit(blas_threads(n_threads, n)):
+        with blas_for(n_threads, n):
             self.mean_ = np.asarray(X.mean(axis=0)).ravel()
             if sparse.issparse(X):
                 # Centring would densify X: the covariance is X^T X / n - m m^T.
@@ -255,7 +255,7 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         check_is_fitted(self, "directions_")
         X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
-        with blas_limit(blas_threads(check_n_threads(self.n_threads), X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             return np.asarray(X @ self.directions_) - self.mean_ @ self.directions_
 
     def __sklearn_tags__(self):
@@ -391,6 +391,9 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of slices actually used.
     gamma_ : float or None
         The gamma used (gamma resolved at fit; None: the kernel's default).
+    kernel_spec_ : fastkern._kernel_api.KernelSpec
+        The kernel as fitted (kernel, the resolved gamma, degree, coef0,
+        kernel_params), built once at fit and evaluated by every later Gram.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -446,7 +449,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return is_precomputed(self.kernel)
 
     def _gram(self, X, Y=None, out=None):
-        return KernelSpec.of(self, gamma=self.gamma_).gram(X, Y, out=out)
+        return self.kernel_spec_.gram(X, Y, out=out, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -477,12 +480,12 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             )
         # gamma="scale"/"median" resolved once, on the training X.
         self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
+        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
         k = check_int(self.n_components, "n_components", 1)
         if k > n:
             raise ValueError(f"n_components={k} must be <= n_samples={n}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         n_threads = check_n_threads(self.n_threads)
-        blas = blas_threads(n_threads, n)
         if self.n_basis is not None and self.basis == "random":
             m = check_int(self.n_basis, "n_basis", 1)
             if m > n:
@@ -490,7 +493,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             if k > m:
                 raise ValueError(f"n_components={k} must be <= n_basis={m}")
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with blas_limit(blas):
+        with blas_for(n_threads, n):
             if self.basis == "incomplete_cholesky":
                 basis = self._ichol_basis(X, precomputed, n_threads)
                 lam, coef, col_means, rank = self._fit_reduced(X, basis, labels, counts, reg, k)
@@ -521,17 +524,15 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _ichol_basis(self, X, precomputed, n_threads):
         """The incomplete Cholesky pivots, sorted, as the reduced problem's basis."""
-        from fastkern.lowrank import incomplete_cholesky
+        from fastkern.lowrank import factor
 
         if precomputed:
             raise ValueError("basis='incomplete_cholesky' evaluates the kernel of X: it "
                              "cannot use kernel='precomputed'")
         if sparse.issparse(X):
             raise TypeError("basis='incomplete_cholesky' needs a dense X, got a sparse matrix")
-        res = incomplete_cholesky(X, self.kernel, gamma=self.gamma_, degree=self.degree,
-                                  coef0=self.coef0, kernel_params=self.kernel_params,
-                                  tol=self.ichol_tol, max_rank=self.n_basis,
-                                  n_threads=n_threads)
+        res = factor(X, self.kernel_spec_, tol=self.ichol_tol, max_rank=self.n_basis,
+                     n_threads=n_threads)
         if res.pivots.size == 0:
             raise ValueError("the kernel matrix is zero: all samples coincide in feature space")
         return np.sort(res.pivots)
@@ -636,7 +637,7 @@ class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         X = _dense_if_precomputed(X, self._precomputed())
-        with blas_limit(blas_threads(check_n_threads(self.n_threads), X.shape[0])):
+        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             if self._precomputed():
                 Kt = X[:, self.X_fit_]
             else:

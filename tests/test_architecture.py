@@ -190,3 +190,55 @@ def test_the_kernel_table_check_sees_a_table(tmp_path):
     source = tmp_path / "m.py"
     source.write_text('KINDS = {"rbf": 2, "laplacian": 3}\nOK = ("rbf", "precomputed")\n')
     assert _kernel_name_collections(source, {"rbf", "laplacian"}) == [(1, ["laplacian", "rbf"])]
+
+
+# The execution context (fastkern/_threads.py) owns the thread count and the
+# BLAS limit; _validation.check_n_threads is its argument check.
+_THREAD_RULE_DEFS = {"check_n_threads", "default_n_threads"}
+_THREAD_RULE_CALLS = {"sched_getaffinity", "max_threads", "threadpool_limits",
+                      "ThreadpoolController", "threadpool_info"}
+
+
+def _thread_policy_sites(path):
+    """Where a source file imports threadpoolctl, defines the n_threads rule or counts
+    cores and OpenMP threads itself: (line, what) pairs."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names
+                      if a.name.split(".")[0] == "threadpoolctl"]
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.split(".")[0] == "threadpoolctl":
+            found.append((node.lineno, node.module))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                node.name in _THREAD_RULE_DEFS:
+            found.append((node.lineno, f"def {node.name}"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in _THREAD_RULE_CALLS:
+                found.append((node.lineno, f"{name}()"))
+    return found
+
+
+def test_only_the_execution_context_sets_threads_and_limits_blas():
+    """Only _threads.py imports threadpoolctl and counts cores; only _threads.py and
+    _validation.py define what n_threads (and None) means."""
+    allowed = {"_threads.py": None, "_validation.py": {"def check_n_threads"}}
+    wrong = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found = _thread_policy_sites(path)
+        if path.parent == PACKAGE and path.name in allowed:
+            ok = allowed[path.name]
+            found = [] if ok is None else [f for f in found if f[1] not in ok]
+        if found:
+            wrong[str(path.relative_to(PACKAGE))] = found
+    assert not wrong, f"thread policy outside fastkern/_threads.py: {wrong}"
+
+
+def test_the_thread_policy_check_sees_violations(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import os\nfrom threadpoolctl import threadpool_limits\n"
+                      "def default_n_threads():\n    return len(os.sched_getaffinity(0))\n")
+    assert _thread_policy_sites(source) == [(2, "threadpoolctl"), (3, "def default_n_threads"),
+                                           (4, "sched_getaffinity()")]

@@ -772,15 +772,15 @@ def test_sparse_input_matches_dense(fmt, solver, kernel):
 
 
 def test_sparse_input_is_not_densified(monkeypatch):
-    from fastkern import decomposition as d
+    from fastkern._kernel_api import KernelSpec
     seen = []
-    real = d.kernel_gram
+    real = KernelSpec.gram
 
-    def spy(X, Y=None, **kw):
+    def spy(self, X, Y=None, **kw):
         seen.append((sp.issparse(X), Y is None or sp.issparse(Y)))
-        return real(X, Y, **kw)
+        return real(self, X, Y, **kw)
 
-    monkeypatch.setattr(d, "kernel_gram", spy)
+    monkeypatch.setattr(KernelSpec, "gram", spy)
     Xs = sp.random(60, 500, density=0.01, format="csr", random_state=0)
     est = KernelPCA(3, kernel="rbf").fit(Xs)
     est.transform(Xs[:5])
@@ -1126,3 +1126,39 @@ def test_every_solver_of_the_table_fits_and_transforms(name):
     np.testing.assert_allclose(est.transform(X), Z, atol=1e-6 * np.abs(Z).max())
     _assert_same_embedding_up_to_sign(est.transform(X_TEST), ref.transform(X_TEST), 1e-5)
     assert est.__sklearn_tags__().input_tags.sparse == _kpca_solvers.SOLVERS[name].sparse
+
+
+@pytest.mark.parametrize("solver", list(_kpca_solvers.SOLVERS))
+@pytest.mark.parametrize("kernel,gamma", [("linear", None), ("linear", 0.7), ("rbf", None),
+                                          ("chi2", None), ("rbf", 0.3)])
+def test_gamma_is_scikit_learns_for_every_solver(solver, kernel, gamma):
+    # scikit-learn's KernelPCA: gamma_ is gamma, or 1 / n_features when None,
+    # whatever the kernel.  The matrix-free and Nystroem solvers gave None for
+    # the linear kernel and their kernel's own default (1.0 for chi2) instead.
+    X = np.abs(np.random.default_rng(5).normal(size=(60, 4)))
+    expected = 1 / X.shape[1] if gamma is None else gamma
+    if kernel != "chi2":  # not a KernelPCA kernel of scikit-learn's
+        assert SkKernelPCA(3, kernel=kernel, gamma=gamma).fit(X).gamma_ == expected
+    est = KernelPCA(3, kernel=kernel, gamma=gamma, eigen_solver=solver,
+                    random_state=0).fit(X)
+    assert est.gamma_ == expected
+    # ...and it is the gamma the kernel is evaluated with, on every path.
+    ref = fastkern.pairwise_kernels(X, metric=kernel, **({"gamma": expected}
+                                                         if kernel != "linear" else {}))
+    np.testing.assert_allclose(est.kernel_spec_.gram(X), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", list(_kpca_solvers.SOLVERS))
+def test_kernel_spec_is_built_once_and_pickles_and_clones(solver):
+    import pickle
+
+    from sklearn.base import clone
+
+    X = np.random.default_rng(6).normal(size=(60, 4))
+    est = KernelPCA(3, kernel="rbf", gamma="median", eigen_solver=solver,
+                    random_state=0).fit(X)
+    assert dict(est.kernel_spec_.params) == {"gamma": est.gamma_}
+    again = pickle.loads(pickle.dumps(est))
+    assert again.kernel_spec_ == est.kernel_spec_
+    np.testing.assert_allclose(again.transform(X[:5]), est.transform(X[:5]), rtol=1e-10)
+    assert not hasattr(clone(est), "kernel_spec_")

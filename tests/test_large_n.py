@@ -452,8 +452,8 @@ def test_in_process_products_use_half_the_tiles_for_float64(dtype, monkeypatch):
         original = getattr(_matfree, name)
         monkeypatch.setattr(_matfree, name, lambda *a, _f=original, _n=name, **k: (
             calls.append(_n), _f(*a, **k))[1])
-    spec = KernelSpec.from_params("rbf", gamma=0.3, n_threads=2, X=X)
-    matmat = large_n.in_process_products(X, spec)
+    spec = KernelSpec.from_params("rbf", gamma=0.3, X=X)
+    matmat = large_n.in_process_products(X, spec, n_threads=2)
     V = RNG.standard_normal((530, 4))
     _assert_product(matmat(V), _sk_gram(X.astype(np.float64), gamma=0.3), V,
                     1e-12 if dtype == np.float64 else 1e-5)

@@ -4,6 +4,7 @@ import pytest
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from fastkern import _mixed, _split
+from fastkern._kernel_api import KernelSpec
 
 EPS = np.finfo(np.float64).eps
 
@@ -120,9 +121,8 @@ def test_split_gram_holds_the_float64_kernel(monkeypatch, kernel, params, n, row
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 4))
     s = rng.uniform(0.5, 2.0, n)
-    kw = dict(kernel=kernel, gamma=params.get("gamma"), degree=params.get("degree", 3),
-              coef0=params.get("coef0", 1), kernel_params=None)
-    A = _mixed.SplitGram(X, s, n_threads=2, **kw)
+    spec = KernelSpec.from_params(kernel, kernel_params=params)
+    A = _mixed.SplitGram(X, s, spec, n_threads=2)
     ref = pairwise_kernels(X, metric=kernel, filter_params=True, **params)
     ref = (ref * s[:, None]) * s[None, :]
     tol = 1e-14 * np.abs(ref).max()

@@ -152,3 +152,28 @@ def test_interruptible_runs_small_calls_in_place_and_large_ones_aside():
     assert thread is threading.main_thread() and total == side * side
     thread, total = interruptible(where, large)
     assert thread is not threading.main_thread() and total == (side + 1) ** 2
+
+
+def test_one_kernel_spec_serves_every_thread_count():
+    # The spec describes the kernel only; the thread count is an argument of
+    # the work (before, it was a field of the spec and None was "unset" there).
+    import dataclasses
+
+    from fastkern._kernel_api import KernelSpec
+    from fastkern._operator import KernelOperator
+
+    assert "n_threads" not in {f.name for f in dataclasses.fields(KernelSpec)}
+    X = np.random.default_rng(3).normal(size=(300, 4))
+    spec = KernelSpec.from_params("rbf", gamma=0.5)
+    ref = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))
+    V = np.random.default_rng(4).normal(size=(300, 2))
+    for n_threads in (None, 1, 2, 3):
+        np.testing.assert_allclose(spec.gram(X, n_threads=n_threads), ref, rtol=1e-12)
+        np.testing.assert_allclose(spec.upper_gram(X, n_threads=n_threads).toarray(), ref,
+                                   rtol=1e-12)
+        op = KernelOperator.from_spec(X, spec, n_threads=n_threads)
+        np.testing.assert_allclose(op.matmat(V), ref @ V, rtol=1e-10)
+    with pytest.raises(ValueError, match="n_threads"):
+        spec.gram(X, n_threads=0)
+    with pytest.raises(TypeError, match="n_threads"):
+        spec.upper_gram(X, n_threads=2.0)

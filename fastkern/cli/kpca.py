@@ -211,22 +211,20 @@ def degenerate_warning(Z, scaled, kernel):
 
 
 def total_variance(kpca, X):
-    """The trace of the centred kernel matrix: sum_i k(x_i, x_i) - 1'K1 / n.
+    """The trace of the fitted kpca's centred kernel matrix: sum_i k(x_i, x_i) - 1'K1 / n.
 
     The diagonal in row blocks, 1'K1 in one matrix-free pass: no N x N array.
     """
-    from fastkern._kernel_api import kernel_gram
     from fastkern._progress import pass_label
     from fastkern.large_n import KernelOperator
 
-    params = dict(kernel=kpca.kernel, gamma=getattr(kpca, "gamma_", kpca.gamma),
-                  degree=kpca.degree, coef0=kpca.coef0, kernel_params=kpca.kernel_params)
+    spec = kpca.kernel_spec_
     n = X.shape[0]
-    diagonal = sum(float(np.trace(kernel_gram(X[i:i + 256], **params,
-                                              n_threads=kpca.n_threads)))
+    diagonal = sum(float(np.trace(spec.gram(X[i:i + 256], n_threads=kpca.n_threads)))
                    for i in range(0, n, 256))
     with pass_label("total variance"):
-        ones = KernelOperator(X, **params, n_threads=kpca.n_threads).matmat(np.ones((n, 1)))
+        ones = KernelOperator.from_spec(X, spec, n_threads=kpca.n_threads).matmat(
+            np.ones((n, 1)))
     return diagonal - float(ones.sum()) / n
 
 
