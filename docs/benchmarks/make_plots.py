@@ -224,7 +224,7 @@ def _figure(name, alt):
 
 # ---------------------------------------------------------------- the stand-alone scripts
 
-SCRIPTS = ("time_vs_n", "threads", "sizes", "busy", "gridsearch")
+SCRIPTS = ("time_vs_n", "threads", "sizes", "busy", "gridsearch", "kernlab")
 SCRIPT_TASKS = {"kpca": "KernelPCA", "ridge": "KernelRidge", "rbf": "rbf_kernel",
                 "gram": "RBF Gram into out=", "matfree": "matrix-free KernelPCA",
                 "kcca": "KernelCCA", "inchol": "incomplete Cholesky",
@@ -514,12 +514,30 @@ def section_gridsearch(doc, out_dir, h):
     return lines + _notes(doc)
 
 
+def section_kernlab(doc, out_dir, h):
+    rows = doc["results"]
+    if not rows:
+        return ["No results are in the saved document.", ""]
+    target = doc.get("settings", {}).get("target_ratio_min")
+    lines = [f"``{doc['command']}``: R's kernlab ``stringdot`` against fastkern's "
+             f"``stringdot`` on the same random DNA strings (the Gram of each set), "
+             f"{doc.get('settings', {}).get('kernel', '')}."
+             + (f"  Target: at least {target:g}x." if target else ""), ""]
+    lines += _list_table(("type", "strings x length", "kernlab", "fastkern", "speed-up",
+                          "slowest calls (kernlab / fastkern)"), [
+        (r["type"], f"{r['n_strings']} x {r['length']:,}", _time(r["kernlab_s"]), _time(r["fastkern_s"]),
+         fmt_ratio(r["ratio"]), f"{_time(r['kernlab_slowest_s'])} / "
+                                f"{_time(r['fastkern_slowest_s'])}") for r in rows])
+    return lines + _notes(doc)
+
+
 SECTIONS = (
     ("time_vs_n", "Time against N", section_time_vs_n),
     ("threads", "Thread scaling", section_threads),
     ("sizes", "Against scikit-learn at every size", section_sizes),
     ("busy", "A busy machine", section_busy),
     ("gridsearch", "Parallel grid searches", section_gridsearch),
+    ("kernlab", "String kernels against kernlab", section_kernlab),
 )
 
 
