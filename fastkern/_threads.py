@@ -7,7 +7,8 @@ One module owns the thread policy:
   may use), for fastkern's loops and for the BLAS/LAPACK calls alike;
 - the compiled loops wake their threads only for work worth a parallel
   region (``fastkern._batches`` measures the first item; ``threads_for``
-  does the same by size for loops that are not batched);
+  does the same by size for loops that are not batched; ``StepThreads``
+  times 1 against n threads for a run of short steps);
 - ``blas_limit`` / ``blas_for`` / ``limits_blas``: BLAS/LAPACK runs on one
   thread inside OpenMP regions and for small problems, on ``n_threads``
   otherwise, so BLAS's and OpenMP's threads never both run wide at once
@@ -101,9 +102,56 @@ def share_of_cores(host_threads):
     return max(1, cores // max(1, host_threads))
 
 
-def threads_for(n_threads, values):
-    """Threads for one unbatched parallel loop over about `values` values of work."""
-    return n_threads if values >= SERIAL_VALUES else 1
+# The same for work counted in multiply-adds (incomplete Cholesky's kernel
+# columns, n x d): below it a column takes less time than starting and
+# joining a parallel region.
+SERIAL_MULTIPLY_ADDS = 1 << 18
+
+
+def threads_for(n_threads, values, serial_below=None):
+    """Threads for one unbatched parallel loop over about `values` values of work
+    (or units of work, with its own ``serial_below``; default ``SERIAL_VALUES``)."""
+    return n_threads if values >= (SERIAL_VALUES if serial_below is None else serial_below) else 1
+
+
+class StepThreads:
+    """Runs each of many short parallel steps on 1 or n_threads threads, whichever
+    was faster lately (incomplete Cholesky's pivot steps).
+
+    A step is one parallel region of a few milliseconds; on a shared machine a
+    region waits for its slowest thread, and a descheduled one costs a time
+    slice (measured on the 2-core machine under load 10: 2 threads took twice
+    as long as 1).  The result does not depend on the thread count, so it
+    can follow the machine: seconds per unit of work are kept for both counts
+    (the incumbent's averaged, alpha 0.25) and the other count is re-timed
+    every ``PROBE_EVERY`` steps.  ``batch[threads]`` is the caller's learned
+    batch size (fastkern._batches) for each count.
+    """
+
+    PROBE_EVERY = 16
+
+    def __init__(self, n_threads):
+        self.options = (n_threads, 1) if n_threads > 1 else (1,)
+        self.rate = {}
+        self.batch = dict.fromkeys(self.options, 0)
+
+    def pick(self, step):
+        """The thread count for step number ``step``."""
+        untried = [t for t in self.options if t not in self.rate]
+        if untried:
+            return untried[0]
+        best = min(self.options, key=self.rate.__getitem__)
+        if len(self.options) > 1 and step % self.PROBE_EVERY == 0:
+            return self.options[1] if best == self.options[0] else self.options[0]
+        return best
+
+    def record(self, threads, seconds, work):
+        """A step on ``threads`` threads took ``seconds`` for ``work`` units."""
+        rate = seconds / work
+        old = self.rate.get(threads)
+        best = min(self.rate.values()) if self.rate else None
+        # The incumbent is averaged; a probe replaces the other's value.
+        self.rate[threads] = rate if old is None or old != best else 0.75 * old + 0.25 * rate
 
 
 def _blas_controller():

@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from fastkern import _inchol
 from fastkern._gamma import GammaEstimate, estimate_gamma
 from fastkern._kernel_api import KernelSpec, check_kernel_param
+from fastkern._threads import SERIAL_MULTIPLY_ADDS, StepThreads, threads_for
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -35,49 +36,6 @@ DIAG_BLOCK = 128
 # the kernel values and of the running update: a pivot there would add a
 # column of noise, so the factorisation stops (the numerical rank).
 ROUNDING = 4.0
-# Kernel columns of fewer multiply-adds (n * d) than this are computed on one
-# thread: they take less time than starting and joining a parallel region.
-PARALLEL_COLUMN_WORK = 1 << 18
-# Every PROBE_EVERY steps the thread count not in use is timed again (see
-# _ThreadChooser).
-PROBE_EVERY = 16
-
-
-class _ThreadChooser:
-    """Runs each pivot step on 1 or n_threads threads, whichever was faster lately.
-
-    A step is one parallel region of a few milliseconds; on a shared machine a
-    region waits for its slowest thread, and a descheduled one costs a time
-    slice (measured on the 2-core machine under load 10: 2 threads took twice
-    as long as 1).  The result does not depend on the thread count, so it
-    can follow the machine: seconds per unit of work (n x (k + d)) are kept
-    for both counts (the incumbent's averaged, alpha 0.25) and the other
-    count is re-timed every PROBE_EVERY steps.
-    """
-
-    def __init__(self, n_threads):
-        self.options = (n_threads, 1) if n_threads > 1 else (1,)
-        self.rate = {}
-        self.batch = dict.fromkeys(self.options, 0)
-        self.current = self.options[0]
-
-    def pick(self, k):
-        untried = [t for t in self.options if t not in self.rate]
-        if untried:
-            return untried[0]
-        best = min(self.options, key=self.rate.__getitem__)
-        if len(self.options) > 1 and k % PROBE_EVERY == 0:
-            return self.options[1] if best == self.options[0] else self.options[0]
-        return best
-
-    def record(self, threads, seconds, work):
-        rate = seconds / work
-        old = self.rate.get(threads)
-        best = min(self.rate.values()) if self.rate else None
-        # The incumbent is averaged; a probe replaces the other's value.
-        self.rate[threads] = rate if old is None or old != best else 0.75 * old + 0.25 * rate
-
-
 class IncompleteCholesky(NamedTuple):
     """Result of :func:`incomplete_cholesky`, a named tuple.
 
@@ -290,8 +248,8 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
     capacity = max_rank if max_rank <= 64 or max_rank < n else min(64, n)
     Gt = np.empty((capacity, n), dtype=dtype)
     pivots, traces, maxima = [], [], []
-    column_threads = n_threads if n * d >= PARALLEL_COLUMN_WORK else 1
-    chooser = _ThreadChooser(n_threads)
+    column_threads = threads_for(n_threads, n * d, serial_below=SERIAL_MULTIPLY_ADDS)
+    chooser = StepThreads(n_threads)
     k = 0
     p = int(np.argmax(resid))
     top = float(resid[p])

@@ -363,21 +363,6 @@ def test_stored_kernlab_references_are_current(tmp_path):
     assert rerun_r_script(DATA / "make_kernlab_refs.R", out) == REFS
 
 
-def test_thread_chooser_follows_the_faster_count_and_probes_the_other():
-    from fastkern.lowrank import PROBE_EVERY, _ThreadChooser
-
-    c = _ThreadChooser(2)
-    assert c.pick(1) == 2
-    c.record(2, 2.0, 1)
-    assert c.pick(2) == 1
-    c.record(1, 1.0, 1)
-    assert [c.pick(k) for k in range(3, 6)] == [1, 1, 1]
-    assert c.pick(PROBE_EVERY) == 2      # the other count is re-timed
-    c.record(2, 0.1, 1)                  # and wins now
-    assert c.pick(PROBE_EVERY + 1) == 2
-    assert _ThreadChooser(1).pick(PROBE_EVERY) == 1
-
-
 def test_max_rank_cap_before_tol_warns_with_the_residual():
     import warnings
 

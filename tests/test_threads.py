@@ -177,3 +177,26 @@ def test_one_kernel_spec_serves_every_thread_count():
         spec.gram(X, n_threads=0)
     with pytest.raises(TypeError, match="n_threads"):
         spec.upper_gram(X, n_threads=2.0)
+
+
+def test_step_threads_follow_the_faster_count_and_probe_the_other():
+    from fastkern._threads import StepThreads
+
+    c = StepThreads(2)
+    probe = StepThreads.PROBE_EVERY
+    assert c.pick(1) == 2
+    c.record(2, 2.0, 1)
+    assert c.pick(2) == 1
+    c.record(1, 1.0, 1)
+    assert [c.pick(k) for k in range(3, 6)] == [1, 1, 1]
+    assert c.pick(probe) == 2      # the other count is re-timed
+    c.record(2, 0.1, 1)            # and wins now
+    assert c.pick(probe + 1) == 2
+    assert StepThreads(1).pick(probe) == 1
+
+
+def test_threads_for_takes_its_own_threshold():
+    from fastkern._threads import SERIAL_MULTIPLY_ADDS, threads_for
+
+    assert threads_for(4, SERIAL_MULTIPLY_ADDS - 1, serial_below=SERIAL_MULTIPLY_ADDS) == 1
+    assert threads_for(4, SERIAL_MULTIPLY_ADDS, serial_below=SERIAL_MULTIPLY_ADDS) == 4
