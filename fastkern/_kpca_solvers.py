@@ -57,6 +57,13 @@ _KRYLOV_MIN_SAMPLES = 2000
 _AUTO_KRYLOV_TOL = 2e-13
 
 
+def _row_normalised(kernel):
+    """Whether a kernel scales the rows to unit norm first (cosine: the registry's
+    ``normalized``), which the blocked kernel passes of the large-N solvers do not."""
+    kdef = _registry.BY_NAME.get(kernel) if isinstance(kernel, str) else None
+    return kdef is not None and kdef.normalized
+
+
 def krylov_block_size(k):
     """Columns per block product of the "block_krylov" solver: k + 3, at least 8,
     rounded up to a multiple of 4.
@@ -376,8 +383,8 @@ class _LargeN(Solver):
             takes_sparse = _names(n for n, s in SOLVERS.items() if s.sparse)
             raise TypeError(f"eigen_solver={self.name!r} does not support sparse input: X "
                             f"must be dense (the {takes_sparse} solvers take sparse X)")
-        if est.kernel == "cosine":
-            raise ValueError(f"kernel='cosine' is not available with eigen_solver="
+        if _row_normalised(est.kernel):
+            raise ValueError(f"kernel={est.kernel!r} is not available with eigen_solver="
                              f"{self.name!r}; use kernel='linear' on rows scaled to unit "
                              "norm (sklearn.preprocessing.normalize)")
 
@@ -536,7 +543,7 @@ def choose(est, X, k):
     """
     n = X.shape[0]
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
-            and est.kernel != "cosine"
+            and not _row_normalised(est.kernel)
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n > _ITERATIVE_MIN_SAMPLES and k < 10:

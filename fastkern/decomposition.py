@@ -71,9 +71,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         clamped to n_samples (the large-N solvers, which compute only leading
         components, need 1 <= n_components < n_samples instead).
     kernel : str, Kernel or callable, default="linear"
-        "linear", "poly", "rbf", "sigmoid", "cosine", "laplacian",
-        "exponential", "precomputed" (X is then the training Gram, and
-        transform takes k(X, X_train)), a fastkern kernel object or a callable.
+        A kernel name of ``fastkern.pairwise.KERNEL_PARAMS`` ("linear",
+        "poly", "rbf", "sigmoid", "cosine", "laplacian", "rational_quadratic",
+        ...), "precomputed" (X is then the training Gram, and transform takes
+        k(X, X_train)), a fastkern kernel object or a callable.
     gamma : float or {"scale", "median"}, default=None
         Kernel coefficient, as scikit-learn (None: 1 / n_features); may also be
         "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
@@ -233,7 +234,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     _parameter_constraints: dict = {
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
-        "kernel": [StrOptions(set(STRING_KERNELS) | {"cosine"}), callable],
+        "kernel": [StrOptions(set(STRING_KERNELS)), callable],
         "gamma": kernel_constraints()["gamma"],
         "degree": [Interval(Real, 0, None, closed="left")],
         "coef0": [Interval(Real, None, None, closed="neither")],
