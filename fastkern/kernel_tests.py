@@ -65,6 +65,7 @@ triangle and L in the strict lower triangle of one n x n buffer, computing
 L in row tiles of at most 2^17 values.  Besides that: O(N) vectors and the
 permutations of one chunk (at most 2^18 int32 or uint8 values per array).
 """
+import dataclasses
 import math
 from typing import NamedTuple, Optional
 
@@ -72,7 +73,7 @@ import numpy as np
 
 from fastkern import _kstats
 from fastkern import _registry
-from fastkern._kernel_api import (check_kernel_param, kernel_gram, resolve_gamma,
+from fastkern._kernel_api import (KernelSpec, check_kernel_param, resolve_gamma,
                                   string_kernel_params)
 from fastkern._threads import blas_for, threads_for
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
@@ -219,9 +220,10 @@ def _check_kernel(kernel, name):
         raise ValueError(str(exc).replace("kernel must", f"{name} must", 1)) from None
 
 
-def _kernel_params(kernel, gamma, degree, coef0, kernel_params, data, gamma_name):
-    """The keyword arguments of kernel_gram, a "median" or "scale" gamma resolved on
-    `data` by the estimators' rule (``_kernel_api.resolve_gamma``)."""
+def _kernel_spec(kernel, gamma, degree, coef0, kernel_params, data, gamma_name):
+    """The test's KernelSpec, a "median" or "scale" gamma resolved on `data` by the
+    estimators' rule (``_kernel_api.resolve_gamma``), and the parameters shown in
+    the result (None degree/coef0: the kernel's own defaults)."""
     if isinstance(gamma, str):
         try:
             gamma = resolve_gamma(gamma, data, kernel)
@@ -233,17 +235,18 @@ def _kernel_params(kernel, gamma, degree, coef0, kernel_params, data, gamma_name
         gamma = check_real(gamma, gamma_name, low=0.0)
     if kernel_params is not None and not isinstance(kernel_params, dict):
         raise TypeError(f"kernel_params must be a dict or None, got {kernel_params!r}")
-    params = dict(gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params)
+    spec = KernelSpec.from_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                                  kernel_params=kernel_params)
     if isinstance(kernel, str):
         shown = string_kernel_params(kernel, gamma=gamma, degree=degree, coef0=coef0,
                                      kernel_params=kernel_params)
     else:
         shown = dict(kernel_params or {})
-    return params, shown
+    return spec, shown
 
 
-def _gram_into(buf, A, kernel, params, n_threads):
-    G = kernel_gram(A, kernel=kernel, out=buf, n_threads=n_threads, **params)
+def _gram_into(buf, A, spec, n_threads):
+    G = spec.gram(A, out=buf, n_threads=n_threads)
     if G is not buf:
         np.copyto(buf, G)
         del G
@@ -396,15 +399,15 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
 
     dtype = result_dtype(X, Y)
     Z = np.concatenate([np.asarray(X, dtype=dtype), np.asarray(Y, dtype=dtype)])
-    params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, Z, "gamma")
+    spec, shown = _kernel_spec(kernel, gamma, degree, coef0, kernel_params, Z, "gamma")
     N = nx + ny
     G = np.empty((N, N), dtype=dtype)
     with blas_for(n_threads, N):
-        _gram_into(G, Z, kernel, params, n_threads)
+        _gram_into(G, Z, spec, n_threads)
     del Z
     label_kernel = None
     if estimator in ("hyppo", "hyppo_biased"):
-        label_kernel = _label_kernel(kernel, params, X.shape[1])
+        label_kernel = _label_kernel(spec, X.shape[1])
     stats = _MMDStats(G, nx, ny, estimator, n_threads, label_kernel)
     observed = float(stats.statistics(stats.observed_labels())[0])
 
@@ -426,16 +429,15 @@ def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=No
                          shown)
 
 
-def _label_kernel(kernel, params, n_features):
+def _label_kernel(spec, n_features):
     """k(0, 0), k(1, 1), k(0, 1) of the kernel on hyppo's 1-column sample labels,
-    with gamma=None resolved to the data's 1 / n_features as hyppo passes one
-    gamma to both."""
-    params = dict(params)
-    if isinstance(kernel, str) and "gamma" in string_kernel_params(kernel, gamma=1.0):
-        if params.get("gamma") is None and not (params.get("kernel_params") or {}).get("gamma"):
-            params["gamma"] = 1.0 / n_features
-    L = np.asarray(kernel_gram(np.array([[0.0], [1.0]]), kernel=kernel, n_threads=1, **params),
-                   dtype=np.float64)
+    with the gamma in effect on the data (gamma=None: its 1 / n_features), as
+    hyppo passes one gamma to both."""
+    gamma = spec.gamma(n_features)
+    if gamma is not None:
+        spec = dataclasses.replace(spec, param_items=tuple({**spec.params,
+                                                            "gamma": gamma}.items()))
+    L = np.asarray(spec.gram(np.array([[0.0], [1.0]]), n_threads=1), dtype=np.float64)
     return float(L[0, 0]), float(L[1, 1]), float(L[0, 1])
 
 
@@ -558,17 +560,16 @@ class _MMDStats:
 # ---------------------------------------------------------------- linear-time MMD
 
 
-def _paired_kernel(A, B, kernel, params, n_threads):
+def _paired_kernel(A, B, spec):
     """k(A[i], B[i]) for each row i, without a Gram."""
-    if isinstance(kernel, str) and kernel in _registry.BY_NAME:
-        kdef = _registry.BY_NAME[kernel]
-        return kdef.paired(A, B, **kdef.resolve(string_kernel_params(kernel, **params),
-                                                A.shape[1]))
+    if isinstance(spec.kernel, str) and spec.kernel in _registry.BY_NAME:
+        kdef = _registry.BY_NAME[spec.kernel]
+        return kdef.paired(A, B, **kdef.resolve(dict(spec.params), A.shape[1]))
     # Any other kernel: the diagonals of small cross Grams.
     out = np.empty(A.shape[0])
     step = 32
     for s in range(0, A.shape[0], step):
-        K = kernel_gram(A[s:s + step], B[s:s + step], kernel=kernel, n_threads=1, **params)
+        K = spec.gram(A[s:s + step], B[s:s + step], n_threads=1)
         out[s:s + step] = np.diagonal(K)
     return out
 
@@ -635,7 +636,7 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
     # A data-dependent gamma from the rows the statistic uses.
     est = np.concatenate([X[:2 * M2], Y[:2 * M2]]).astype(np.float64) \
         if isinstance(gamma, str) else None
-    params, shown = _kernel_params(kernel, gamma, degree, coef0, kernel_params, est, "gamma")
+    spec, shown = _kernel_spec(kernel, gamma, degree, coef0, kernel_params, est, "gamma")
     del est
     # Chunk means and sums of squared deviations merged as Chan et al. (1979):
     # the variance is never the small difference of two large sums.
@@ -647,10 +648,8 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
             x1 = np.asarray(X[2 * s + 1:2 * e:2], dtype=np.float64)
             y0 = np.asarray(Y[2 * s:2 * e:2], dtype=np.float64)
             y1 = np.asarray(Y[2 * s + 1:2 * e:2], dtype=np.float64)
-            h = (_paired_kernel(x0, x1, kernel, params, n_threads)
-                 + _paired_kernel(y0, y1, kernel, params, n_threads)
-                 - _paired_kernel(x0, y1, kernel, params, n_threads)
-                 - _paired_kernel(x1, y0, kernel, params, n_threads))
+            h = (_paired_kernel(x0, x1, spec) + _paired_kernel(y0, y1, spec)
+                 - _paired_kernel(x0, y1, spec) - _paired_kernel(x1, y0, spec))
             if not np.isfinite(h).all():
                 raise ValueError("the kernel gave non-finite values (inf or NaN)")
             c = h.shape[0]
@@ -762,17 +761,14 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
     dtype = result_dtype(X, Y)
     X = np.asarray(X, dtype=dtype)
     Y = np.asarray(Y, dtype=dtype)
-    px, shown_x = _kernel_params(kernel_x, gamma_x, None, None, kernel_params_x, X, "gamma_x")
-    py, shown_y = _kernel_params(kernel_y, gamma_y, None, None, kernel_params_y, Y, "gamma_y")
-    for p in (px, py):
-        # degree/coef0 come only through kernel_params here; the kernel's
-        # own defaults apply otherwise.
-        p.pop("degree")
-        p.pop("coef0")
+    # degree/coef0 come only through kernel_params here; the kernel's own
+    # defaults apply otherwise.
+    spec_x, shown_x = _kernel_spec(kernel_x, gamma_x, None, None, kernel_params_x, X, "gamma_x")
+    spec_y, shown_y = _kernel_spec(kernel_y, gamma_y, None, None, kernel_params_y, Y, "gamma_y")
 
     B = np.empty((n, n), dtype=dtype)
     with blas_for(n_threads, n):
-        stats = _HSICStats(B, X, Y, kernel_x, px, kernel_y, py, estimator, n_threads)
+        stats = _HSICStats(B, X, Y, spec_x, spec_y, estimator, n_threads)
     ident = np.arange(n, dtype=np.int32)[None, :]
     observed = float(stats.statistics(ident, ident)[0])
     if method == "gamma":
@@ -799,10 +795,10 @@ def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, 
 class _HSICStats:
     """HKH above and L below the diagonal of one buffer, and the O(n) sums of both."""
 
-    def __init__(self, B, X, Y, kernel_x, px, kernel_y, py, estimator, n_threads):
+    def __init__(self, B, X, Y, spec_x, spec_y, estimator, n_threads):
         n = X.shape[0]
         self.B, self.n, self.estimator, self.n_threads = B, n, estimator, n_threads
-        _gram_into(B, X, kernel_x, px, n_threads)
+        _gram_into(B, X, spec_x, n_threads)
         k_full, _, _ = _kstats.row_stats(B, n_threads)
         self.k_diag = np.diagonal(B).astype(np.float64)
         self.k_max = float(B.max())
@@ -822,7 +818,7 @@ class _HSICStats:
         for r0 in range(0, n, rows):
             r1 = min(n, r0 + rows)
             tile = tile_buf[:(r1 - r0) * n].reshape(r1 - r0, n)
-            T = kernel_gram(Y[r0:r1], Y, kernel=kernel_y, out=tile, n_threads=n_threads, **py)
+            T = spec_y.gram(Y[r0:r1], Y, out=tile, n_threads=n_threads)
             if T is not tile:
                 np.copyto(tile, T)
             if not _all_finite(tile):
