@@ -209,7 +209,7 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         The kernel of X as fitted (kernel, the resolved gamma, degree, coef0,
         kernel_params), built once at fit and evaluated by every later Gram.
     kernel_spec_y_ : fastkern._kernel_api.KernelSpec
-        The same for y (the *_y parameters, X's where they are None).
+        The same for y (the ``*_y`` parameters, X's where they are None).
     n_features_in_ : int
         Number of features of X seen during fit.
     n_features_y_ : int or None
