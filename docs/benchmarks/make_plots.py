@@ -523,9 +523,10 @@ def section_kernlab(doc, out_dir, h):
              f"``stringdot`` on the same random DNA strings (the Gram of each set), "
              f"{doc.get('settings', {}).get('kernel', '')}."
              + (f"  Target: at least {target:g}x." if target else ""), ""]
-    lines += _list_table(("type", "strings x length", "kernlab", "fastkern", "speed-up",
+    lines += _list_table(("kernel", "strings x length", "kernlab", "fastkern", "speed-up",
                           "slowest calls (kernlab / fastkern)"), [
-        (r["type"], f"{r['n_strings']} x {r['length']:,}", _time(r["kernlab_s"]), _time(r["fastkern_s"]),
+        (r["type"], r.get("case") or f"{r['n_strings']} x {r['length']:,}",
+         _time(r["kernlab_s"]), _time(r["fastkern_s"]),
          fmt_ratio(r["ratio"]), f"{_time(r['kernlab_slowest_s'])} / "
                                 f"{_time(r['fastkern_slowest_s'])}") for r in rows])
     return lines + _notes(doc)
