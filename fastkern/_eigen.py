@@ -35,8 +35,9 @@ _DENSE_N = 200
 _BASIS_COLUMNS = 300
 # At most this many blocks before a thick restart, unless the caller says.
 _MAX_BLOCKS = 6
-# From this many rows, with n_threads given, the solver's tall-skinny products
-# run on the OpenMP threads (fastkern._centering.tall_matmul / tall_inner).
+# From this many rows, with tall_threads given (block_eigsh's omp_products), the
+# solver's tall-skinny products run on the OpenMP threads
+# (fastkern._centering.tall_matmul / tall_inner); with None, NumPy's.
 _TALL_MIN_ROWS = 2048
 
 
@@ -47,20 +48,20 @@ def _row_major(A):
     return np.ascontiguousarray(A)
 
 
-def _matmul(A, B, n_threads):
-    """A @ B for a tall A (n x c) and a small B, on n_threads when A is long."""
-    if n_threads is None or A.shape[0] < _TALL_MIN_ROWS:
+def _matmul(A, B, tall_threads):
+    """A @ B for a tall A (n x c) and a small B, on tall_threads when A is long."""
+    if tall_threads is None or A.shape[0] < _TALL_MIN_ROWS:
         return A @ B
     out = np.empty((A.shape[0], B.shape[1]))
-    _centering.tall_matmul(_row_major(A), _row_major(B), out, n_threads)
+    _centering.tall_matmul(_row_major(A), _row_major(B), out, tall_threads)
     return out
 
 
-def _inner(A, B, n_threads):
-    """A^T @ B for tall A and B (n rows each), on n_threads when they are long."""
-    if n_threads is None or A.shape[0] < _TALL_MIN_ROWS:
+def _inner(A, B, tall_threads):
+    """A^T @ B for tall A and B (n rows each), on tall_threads when they are long."""
+    if tall_threads is None or A.shape[0] < _TALL_MIN_ROWS:
         return A.T @ B
-    return _centering.tall_inner(_row_major(A), _row_major(B), n_threads)
+    return _centering.tall_inner(_row_major(A), _row_major(B), tall_threads)
 
 
 def column_signs(U):
@@ -158,7 +159,7 @@ def _lapack_input(A, overwrite_a):
     return np.array(A, dtype=dtype, order="F")
 
 
-def _orthonormal_block(Z, basis, width, rng, n_threads=None, norms=None):
+def _orthonormal_block(Z, basis, width, rng, tall_threads=None, norms=None):
     """`width` orthonormal columns spanning Z's directions outside `basis`, orthogonal to it.
 
     Block classical Gram-Schmidt, then a QR of the block, repeated until no
@@ -189,8 +190,8 @@ def _orthonormal_block(Z, basis, width, rng, n_threads=None, norms=None):
     repeat = False
     for _ in range(8):
         if has_basis:
-            C = _inner(basis, Z, n_threads)
-            Z -= _matmul(basis, C, n_threads)
+            C = _inner(basis, Z, tall_threads)
+            Z -= _matmul(basis, C, tall_threads)
             if repeat and np.abs(C).max() <= 1e-8:
                 return Z
         # LAPACK's QR on a Fortran copy: 1.2 ms against numpy.linalg.qr's 5.6
@@ -222,7 +223,7 @@ def _apply(matmat, V, dtype, n):
 
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
                 random_state=None, callback=None, v0=None, max_blocks=None, n_threads=None,
-                matmat_blas=True, basis=None):
+                omp_products=False, matmat_blas=True, basis=None):
     """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
 
     matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
@@ -242,9 +243,10 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     (None: 6; the basis is also held to about 300 columns).  More blocks
     cost memory and O(n * basis * p) work per product, and restart less
     often.
-    n_threads: OpenMP threads for the solver's own products of n x basis
-    blocks (from 2048 rows; fixed row blocks, so the result is the same for
-    any thread count), or None for NumPy's on one BLAS thread.  matmat's
+    n_threads, omp_products: with omp_products, the solver's own products of
+    n x basis blocks run on n_threads OpenMP threads (None: the default
+    count; from 2048 rows; fixed row blocks, so the result is the same for
+    any thread count); without, NumPy's on one BLAS thread.  matmat's
     threads are its own business.
     matmat_blas: whether matmat calls BLAS.  The solver's own linear algebra
     runs on one BLAS thread, and matmat on the caller's; with False (an
@@ -319,8 +321,9 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
         raise ValueError(f"block_size must be >= k, got block_size={p} for k={k}")
     p = min(p, n)
     rng = check_random_state(random_state)
-    if n_threads is not None:
-        n_threads = check_n_threads(n_threads)
+    n_threads = check_n_threads(n_threads)
+    # The tall products' threads; None: NumPy's (_matmul, _inner).
+    tall_threads = n_threads if omp_products else None
     if max_blocks is not None:
         # A thick restart keeps up to 2p - 1 columns and adds p.
         max_blocks = check_int(max_blocks, "max_blocks", 3)
@@ -368,7 +371,7 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     # 4.52 ms on one; the whole solve for 5 components, 0.238 s against
     # 0.246 s (best of 8, side by side; the products dominate).
     args = (matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter, callback,
-            n_threads)
+            tall_threads)
     if matmat_blas:
         return _iterate(*args, functools.partial(blas_limit, 1))
     with blas_limit(1):
@@ -376,18 +379,18 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
 
 
 def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter, callback,
-             n_threads, serial):
+             tall_threads, serial):
     """block_eigsh's iteration on the preallocated basis V and products W;
     serial() holds BLAS to one thread around the solver's own steps."""
     cols = max(p, start.shape[1])
     with serial():
-        V[:, :cols] = _orthonormal_block(start, None, cols, rng, n_threads)
+        V[:, :cols] = _orthonormal_block(start, None, cols, rng, tall_threads)
     Wb = W[:, :cols] = _apply(matmat, V[:, :cols], dtype, n)
     # H = V^T A V, symmetrised, grown by one block row and column per product
     # (O(n cols p) instead of O(n cols^2) for the full product each time).
     H = np.empty((width, width))
     with serial():
-        _extend_projection(H, V, Wb, 0, cols, n_threads)
+        _extend_projection(H, V, Wb, 0, cols, tall_threads)
     for iteration in range(1, max_iter + 1):
         with serial():
             # Rayleigh-Ritz after every product: it costs O(n * cols * p), a
@@ -404,7 +407,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
             scale = max(float(np.abs(theta).max()), float(np.finfo(float).tiny))
             theta, S = theta[::-1], S[:, ::-1]
             done = tol_eff * scale
-            R, res = _residuals(V, W, cols, S, theta, 0, p, n_threads)
+            R, res = _residuals(V, W, cols, S, theta, 0, p, tall_threads)
             if callback is not None:
                 callback(iteration, res[:k].copy())
             if np.all(res[:k] <= done) or iteration == max_iter:
@@ -417,7 +420,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
             extra = min(p - active.size, cols - p)
             R, res = R[:, active], res[active]
             if extra:
-                R2, res2 = _residuals(V, W, cols, S, theta, p, p + extra, n_threads)
+                R2, res2 = _residuals(V, W, cols, S, theta, p, p + extra, tall_threads)
                 R, res = np.hstack([R, R2]), np.concatenate([res, res2])
                 del R2
             if cols + p > width:
@@ -427,7 +430,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
                 # block-Krylov space.  Their projection is S^T H S (diagonal
                 # up to rounding), with no pass over n.
                 keep = p + extra
-                Y, AY = _ritz(V, W, cols, S, 0, keep, n_threads)
+                Y, AY = _ritz(V, W, cols, S, 0, keep, tall_threads)
                 V[:, :keep] = Y
                 W[:, :keep] = AY
                 del Y, AY
@@ -435,11 +438,11 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
                 Hk = Sk.T @ H[:cols, :cols] @ Sk
                 H[:keep, :keep] = (Hk + Hk.T) * 0.5
                 cols = keep
-            V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng, n_threads, res)
+            V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng, tall_threads, res)
             del R
         Wb = W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
         with serial():
-            _extend_projection(H, V, Wb, cols, cols + p, n_threads)
+            _extend_projection(H, V, Wb, cols, cols + p, tall_threads)
         cols += p
     if not np.all(res[:k] <= done):
         warnings.warn(
@@ -451,7 +454,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
             stacklevel=3,
         )
     with serial():
-        Y = _matmul(V[:, :cols], np.ascontiguousarray(S[:, :k]), n_threads)
+        Y = _matmul(V[:, :cols], np.ascontiguousarray(S[:, :k]), tall_threads)
     return theta[:k].copy(), np.ascontiguousarray(Y)
 
 
@@ -504,7 +507,7 @@ def randomized_eigsh(A, k, *, n_oversamples=10, n_iter="auto", random_state=None
     return s[:k] * signs, vectors
 
 
-def _extend_projection(H, V, Wb, c0, c1, n_threads=None):
+def _extend_projection(H, V, Wb, c0, c1, tall_threads=None):
     """Fill rows and columns c0..c1-1 of H = V^T W, symmetrised ((H + H^T) / 2), for
     the new columns c0..c1-1 of the basis V and their products Wb (n x (c1 - c0))."""
     # H[i, j] for an old column i and a new j is v_i . w_j alone: v_j . w_i is
@@ -513,19 +516,19 @@ def _extend_projection(H, V, Wb, c0, c1, n_threads=None):
     # returned, contiguous: as a column slice of W it takes dgemm instead
     # of the register tiles (KernelPCA at N=8000, 13 calls: 6.0 ms against
     # 3.9 ms per fit).
-    B = _inner(V[:, :c1], Wb, n_threads)
+    B = _inner(V[:, :c1], Wb, tall_threads)
     B[c0:] = (B[c0:] + B[c0:].T) * 0.5
     H[:c1, c0:c1] = B
     H[c0:c1, :c0] = B[:c0].T
 
 
-def _ritz(V, W, cols, S, lo, hi, n_threads=None):
+def _ritz(V, W, cols, S, lo, hi, tall_threads=None):
     """Ritz vectors lo..hi-1 of the basis and their products."""
     Sj = np.ascontiguousarray(S[:, lo:hi])
-    return _matmul(V[:, :cols], Sj, n_threads), _matmul(W[:, :cols], Sj, n_threads)
+    return _matmul(V[:, :cols], Sj, tall_threads), _matmul(W[:, :cols], Sj, tall_threads)
 
 
-def _residuals(V, W, cols, S, theta, lo, hi, n_threads=None):
+def _residuals(V, W, cols, S, theta, lo, hi, tall_threads=None):
     """Residuals A y - theta y of Ritz pairs lo..hi-1 and their norms, without forming y.
 
     A y = W s and y = V s, so the residual is W s - V (s theta): one pass over
@@ -534,11 +537,11 @@ def _residuals(V, W, cols, S, theta, lo, hi, n_threads=None):
     """
     Sj = np.ascontiguousarray(S[:, lo:hi])
     STj = Sj * theta[lo:hi]
-    if n_threads is None or V.shape[0] < _TALL_MIN_ROWS:
+    if tall_threads is None or V.shape[0] < _TALL_MIN_ROWS:
         R = W[:, :cols] @ Sj - V[:, :cols] @ STj
         return R, np.linalg.norm(R, axis=0)
     R = np.empty((V.shape[0], hi - lo))
-    norms = _centering.tall_residual(V[:, :cols], W[:, :cols], Sj, STj, R, n_threads)
+    norms = _centering.tall_residual(V[:, :cols], W[:, :cols], Sj, STj, R, tall_threads)
     return R, norms
 
 

@@ -24,7 +24,7 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage
-from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
+from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 
@@ -294,7 +294,8 @@ class BlockKrylov(_GramSolver):
         return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
                            max_iter=est.max_iter, random_state=rng, callback=callback,
                            v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
-                           n_threads=check_n_threads(est.n_threads), matmat_blas=op.uses_blas,
+                           n_threads=est.n_threads, omp_products=True,
+                           matmat_blas=op.uses_blas,
                            basis=basis)
 
 

@@ -122,7 +122,8 @@ def test_threaded_solver_products_are_the_same_for_any_thread_count():
     X = np.random.default_rng(8).standard_normal((n, 6))
     A = rbf_kernel(X, gamma=0.2)
     kw = dict(block_size=8, tol=1e-12, random_state=0, max_blocks=20)
-    runs = [block_eigsh(lambda V: A @ V, n, 5, n_threads=t, **kw) for t in (1, 2, 3)]
+    runs = [block_eigsh(lambda V: A @ V, n, 5, n_threads=t, omp_products=True, **kw)
+            for t in (1, 2, 3, None)]
     for w, V in runs[1:]:
         np.testing.assert_array_equal(w, runs[0][0])
         np.testing.assert_array_equal(V, runs[0][1])
