@@ -160,9 +160,7 @@ def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
     return True
 
 
@@ -196,9 +194,7 @@ def plot_threads(curves, path, title):
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def table(best, threads):
@@ -275,6 +271,13 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(fig, path):
+    """Lay out, write (100 dpi) and close a figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    _pyplot().close(fig)
 
 
 def _list_table(head, rows):
@@ -382,10 +385,8 @@ def section_sizes(doc, out_dir, h):
         ax.set_xlabel("N (samples)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
     name = f"sizes_{h}.png"
-    fig.savefig(out_dir / name, dpi=100)
-    plt.close(fig)
+    _save(fig, out_dir / name)
     lines = [f"``{doc['command']}``: fastkern (default threads) against scikit-learn's faster "
              "setting, side by side, for a steep (gamma = 1/d) and a flat (gamma = 0.5) "
              "spectrum; and KernelPCA's eigen_solver='auto' against the fastest explicit "
@@ -452,10 +453,8 @@ def section_busy(doc, out_dir, h):
     axes[1].set_title("speed-up over the peer (scikit-learn)")
     for ax in axes:
         ax.set_yscale("log")
-    fig.tight_layout()
     name = f"busy_{h}.png"
-    fig.savefig(out_dir / name, dpi=100)
-    plt.close(fig)
+    _save(fig, out_dir / name)
     count = doc.get("settings", {}).get("competitors", "?")
     lines = [f"``{doc['command']}``: busy, {count} single-threaded CPU-bound competitor "
              "processes (one per core) run throughout; idle, none.  Left: fastkern's default "
@@ -494,10 +493,8 @@ def section_gridsearch(doc, out_dir, h):
               {"OMP_NUM_THREADS=4x cores / default": [r["ratio"] for r in over]},
               targets.get("oversub_ratio_max", 1.5), "time ratio")
         axes[k].set_title("oversubscribed OMP_NUM_THREADS")
-    fig.tight_layout()
     name = f"gridsearch_{h}.png"
-    fig.savefig(out_dir / name, dpi=100)
-    plt.close(fig)
+    _save(fig, out_dir / name)
     lines = [f"``{doc['command']}``: the same 3 x 3 grid, cv = 3, over fastkern's estimator "
              "and over scikit-learn's; and fastkern with ``OMP_NUM_THREADS`` at four times "
              "the cores against its default, each in a child process.", ""]
