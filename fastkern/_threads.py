@@ -225,9 +225,8 @@ def blas_threads(n_threads, n_rows):
 def blas_for(n_threads, n_rows):
     """Context manager holding BLAS/LAPACK to :func:`blas_threads` for an estimator's
     work on n_rows samples (n_threads validated, None: default_n_threads())."""
-    if n_threads is None:
-        n_threads = default_n_threads()
-    return _BlasLimit(blas_threads(n_threads, n_rows))
+    return blas_limit(blas_threads(default_n_threads() if n_threads is None else n_threads,
+                                   n_rows))
 
 
 def blas_info():
