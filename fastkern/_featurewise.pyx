@@ -34,6 +34,10 @@ import numpy as np
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._stream cimport fk_store_fence, stream_tile
+from fastkern._maps cimport (
+    K_ANOVA, K_ADDITIVE_CHI2, K_CHI2, FK_FEATUREWISE, FK_N_PARAMS, FK_P_GAMMA, FK_P_DEGREE,
+    fk_kind_geometry,
+)
 from fastkern._gram import transposed
 
 
@@ -44,9 +48,6 @@ cdef extern from * nogil:
     """
     #include "fk_maps.h"
 
-    enum { FW_ANOVA = 0, FW_SPLINE = 1, FW_ADDITIVE_CHI2 = 2, FW_CHI2 = 3,
-           FW_INTERSECTION = 4 };
-
     /* acc[j] = sum (or product, spline) over k of the kernel's term of
        (x[k], yt[k * ld + j]), j < n, accumulated in float64 in feature order. */
     #define FK_FW_DEFINE(T, S)                                                     \\
@@ -55,27 +56,27 @@ cdef extern from * nogil:
                                         ptrdiff_t d, ptrdiff_t n, double gamma,   \\
                                         double *FK_RESTRICT acc)                  \\
     {                                                                              \\
-        const double init = kind == FW_SPLINE ? 1.0 : 0.0;                         \\
+        const double init = kind == FK_K_SPLINE ? 1.0 : 0.0;                       \\
         for (ptrdiff_t j = 0; j < n; j++) acc[j] = init;                           \\
         for (ptrdiff_t k = 0; k < d; k++) {                                        \\
             const double a = x[k];                                                 \\
             const T *FK_RESTRICT y = yt + k * ld;                                  \\
             switch (kind) {                                                        \\
-            case FW_ANOVA:                                                         \\
+            case FK_K_ANOVA:                                                       \\
                 for (ptrdiff_t j = 0; j < n; j++) {                                \\
                     double t = a - (double)y[j];                                   \\
                     acc[j] += fk_exp1_d(-gamma * (t * t));                         \\
                 }                                                                  \\
                 break;                                                             \\
-            case FW_SPLINE:                                                        \\
+            case FK_K_SPLINE:                                                      \\
                 for (ptrdiff_t j = 0; j < n; j++) {                                \\
                     double b = y[j], m = a < b ? a : b, p = a * b;                 \\
                     acc[j] *= 1.0 + p + p * m - 0.5 * (a + b) * (m * m)            \\
                               + (m * m * m) / 3.0;                                 \\
                 }                                                                  \\
                 break;                                                             \\
-            case FW_ADDITIVE_CHI2:                                                 \\
-            case FW_CHI2:                                                          \\
+            case FK_K_ADDITIVE_CHI2:                                               \\
+            case FK_K_CHI2:                                                        \\
                 /* x + y = 0 only where x = y = 0 (inputs are >= 0): the term */  \\
                 /* is then 0 / 1 = 0, as scikit-learn skips it. */                 \\
                 for (ptrdiff_t j = 0; j < n; j++) {                                \\
@@ -100,15 +101,11 @@ cdef extern from * nogil:
         for (ptrdiff_t j = 0; j < n; j++) acc[j] = fk_exp1_d(scale * acc[j]);
     }
     """
-    int FW_ANOVA, FW_SPLINE, FW_ADDITIVE_CHI2, FW_CHI2, FW_INTERSECTION
     void fk_fw_row_d(int kind, const double *x, const double *yt, Py_ssize_t ld,
                      Py_ssize_t d, Py_ssize_t n, double gamma, double *acc)
     void fk_fw_row_f(int kind, const float *x, const float *yt, Py_ssize_t ld,
                      Py_ssize_t d, Py_ssize_t n, double gamma, double *acc)
     void fk_fw_exp(double *acc, Py_ssize_t n, double scale)
-
-#: Kernel codes (fastkern.pairwise's names map to them).
-ANOVA, SPLINE, ADDITIVE_CHI2, CHI2, INTERSECTION = range(5)
 
 cdef enum:
     # Tile side: a float64 tile buffer of 128 x 128 (128 KB) and its transpose
@@ -138,12 +135,12 @@ cdef inline void _tile(int kind, const floating *X, const floating *Yt, Py_ssize
             fk_fw_row_d(kind, X + i * d, Yt + j0, ldyt, d, w, gamma, acc)
         else:
             fk_fw_row_f(kind, X + i * d, Yt + j0, ldyt, d, w, gamma, acc)
-        if kind == FW_CHI2:
+        if kind == K_CHI2:
             fk_fw_exp(acc, w, -gamma)
-        elif kind == FW_ADDITIVE_CHI2:
+        elif kind == K_ADDITIVE_CHI2:
             for j in range(w):
                 acc[j] = -acc[j]
-        elif kind == FW_ANOVA and degree != 1.0:
+        elif kind == K_ANOVA and degree != 1.0:
             for j in range(w):
                 acc[j] = pow(acc[j], degree)
         row = out + i * ldo + j0
@@ -165,11 +162,13 @@ cdef void _mirror_diag(floating *T, Py_ssize_t ld, Py_ssize_t n) noexcept nogil:
 
 
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
-         int kind, double gamma, double degree, bint symmetric, int n_threads):
-    """Fill out with k(X, Y) for a feature-wise kernel code.
+         int kind, const double[::1] params, bint symmetric, int n_threads):
+    """Fill out with k(X, Y) for a feature-wise kernel code (FK_FEATUREWISE kinds).
 
     Inputs are validated by fastkern.pairwise (finite, non-negative where the
-    kernel needs it, out of the right shape and dtype); symmetric means Y is X.
+    kernel needs it, out of the right shape and dtype); params is the
+    kernel's parameter array (``fastkern._gram.pack_params``); symmetric
+    means Y is X.
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     cdef Py_ssize_t tile = TILE * (2 if floating is float else 1)
@@ -182,8 +181,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef floating *tbuf
     cdef floating *tscr
     cdef double *acc
-    if kind < ANOVA or kind > INTERSECTION:
-        raise ValueError(f"unknown feature-wise kernel code {kind}")
+    if fk_kind_geometry(kind) != FK_FEATUREWISE:
+        raise ValueError(f"kind {kind} is not a feature-wise kernel code")
+    if params is None or params.shape[0] != FK_N_PARAMS:
+        raise ValueError(f"params must hold the {FK_N_PARAMS} values of pack_params()")
+    cdef double gamma = params[FK_P_GAMMA], degree = params[FK_P_DEGREE]
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads)

@@ -5,12 +5,16 @@ from libc.math cimport pow, tanh
 from fastkern._maps cimport (
     FK_MAX_SEG, fk_affine_d, fk_affine_f, fk_ipow_d, fk_ipow_f, fk_vexp_d, fk_vexp_f,
     K_LINEAR, K_POLY, K_RBF, K_LAPLACIAN, K_SIGMOID, K_EXPONENTIAL, K_LAPLACIAN_L2, K_BESSEL,
-    FK_INNER, FK_SQDIST, FK_L1, fk_kind_geometry,
+    FK_INNER, FK_SQDIST, FK_L1, fk_kind_geometry, FK_P_GAMMA, FK_P_COEF0, FK_P_DEGREE,
+    FK_P_ORDER, FK_N_PARAMS,
 )
 
-cdef struct KernelSpec:
+# A kernel as the tile loops read it: its kind and parameter array (FK_PARAMS
+# of src/fk_maps.h), with what the maps derive from them once per call.
+cdef struct KernelMap:
     int kind
-    double gamma
+    const double *params
+    double gamma      # the slots the inlined maps read, copied out of params
     double coef0
     double degree
     long idegree      # degree as an integer when it is one, else 0
@@ -18,10 +22,9 @@ cdef struct KernelSpec:
     double order      # Bessel: the order nu of J_nu
     double lognorm    # Bessel: log(Gamma(nu + 1) 2^nu), which makes k(x, x) = 1
 
-cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
-                          double order, bint direct) noexcept nogil
+cdef KernelMap make_map(int kind, const double[::1] params, bint direct) except *
 
-cdef void map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil
+cdef void map_dist(double *g, Py_ssize_t n, const KernelMap *spec) noexcept nogil
 
 
 cdef inline void sqdist_from_dot(double *g, const double *yn, double xn,
@@ -42,13 +45,13 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     const double *xn, const double *yn,
                     floating *out, Py_ssize_t ldo, double *dtile,
                     Py_ssize_t bi, Py_ssize_t bj,
-                    const KernelSpec *spec, bint diag) noexcept nogil
+                    const KernelMap *spec, bint diag) noexcept nogil
 
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
                        int n_threads) noexcept nogil
 
 
-cdef inline void map_dot(floating *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+cdef inline void map_dot(floating *g, Py_ssize_t n, const KernelMap *spec) noexcept nogil:
     """Inner products -> kernel values in place (linear, poly, sigmoid, exponential):
     the rule of the BLAS tile path, shared by _gram and _sparse."""
     cdef Py_ssize_t j, j0, len_

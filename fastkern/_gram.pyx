@@ -85,7 +85,8 @@ from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
     fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile, fk_dot_level,
-    FK_N_KINDS, fk_kind_name, fk_sqdist_map_d, fk_sqdist_map_f,
+    FK_N_KINDS, FK_FEATUREWISE, fk_kind_name, fk_param_name, fk_param_default,
+    fk_sqdist_map_d, fk_sqdist_map_f,
 )
 
 cdef enum:
@@ -139,19 +140,54 @@ cdef inline double _sqdist(const floating *x, const floating *y, Py_ssize_t d) n
     return s
 
 
-cdef KernelSpec make_spec(int kind, double gamma, double coef0, double degree,
-                          double order, bint direct) noexcept nogil:
-    cdef KernelSpec spec
+cdef KernelMap make_map(int kind, const double[::1] params, bint direct) except *:
+    """The KernelMap of a kind code and its parameter array (``pack_params``),
+    both checked here, before any loop reads them without the GIL."""
+    if fk_kind_name(kind) == NULL or fk_kind_geometry(kind) == FK_FEATUREWISE:
+        raise ValueError(f"kind {kind} is not a kernel code of the tile loops")
+    if params is None or params.shape[0] != FK_N_PARAMS:
+        raise ValueError(f"params must hold the {FK_N_PARAMS} values of pack_params()")
+    cdef KernelMap spec
     spec.kind = kind
-    spec.gamma = gamma
-    spec.coef0 = coef0
-    spec.degree = degree
+    spec.params = &params[0]
+    spec.gamma = params[FK_P_GAMMA]
+    spec.coef0 = params[FK_P_COEF0]
+    spec.degree = params[FK_P_DEGREE]
     # Integer degrees up to 64 use repeated squaring (vectorised); others pow().
-    spec.idegree = <long> degree if (degree == <long> degree and 1 <= degree <= 64) else 0
+    spec.idegree = <long> spec.degree if (
+        spec.degree == <long> spec.degree and 1 <= spec.degree <= 64) else 0
     spec.direct = direct
-    spec.order = order
-    spec.lognorm = lgamma(order + 1.0) + order * log(2.0)
+    spec.order = params[FK_P_ORDER]
+    spec.lognorm = lgamma(spec.order + 1.0) + spec.order * log(2.0)
     return spec
+
+
+def param_slots():
+    """The parameter array's slot names -> their indices (FK_PARAMS of src/fk_maps.h)."""
+    return {fk_param_name(i).decode(): i for i in range(FK_N_PARAMS)}
+
+
+def pack_params(numbers):
+    """The parameter array the compiled loops read, from {slot name: value}.
+
+    Parameters
+    ----------
+    numbers : mapping
+        Values of some slots of :func:`param_slots` (a registry entry's
+        ``compiled_args``); the others get their default of FK_PARAMS.
+
+    Returns
+    -------
+    ndarray of shape (FK_N_PARAMS,), float64
+    """
+    slots = param_slots()
+    unknown = set(numbers) - set(slots)
+    if unknown:
+        raise ValueError(f"no parameter slot {sorted(unknown)} in FK_PARAMS {list(slots)}")
+    params = np.array([fk_param_default(i) for i in range(FK_N_PARAMS)])
+    for name, value in numbers.items():
+        params[slots[name]] = value
+    return params
 
 
 def kind_codes():
@@ -163,11 +199,12 @@ def kind_codes():
 
 
 def kind_geometry(int kind):
-    """"inner", "sqdist" or "l1": what the tile loops compute before a kind's map."""
-    return {FK_INNER: "inner", FK_SQDIST: "sqdist", FK_L1: "l1"}[fk_kind_geometry(kind)]
+    """"inner", "sqdist", "l1" or "featurewise": what the loops compute before a kind's map."""
+    return {FK_INNER: "inner", FK_SQDIST: "sqdist", FK_L1: "l1",
+            FK_FEATUREWISE: "featurewise"}[fk_kind_geometry(kind)]
 
 
-cdef inline double _bessel(double r, const KernelSpec *spec) noexcept nogil:
+cdef inline double _bessel(double r, const KernelMap *spec) noexcept nogil:
     """Gamma(nu + 1) (2 / r)^nu J_nu(r), which is 1 at r = 0 (kernlab's besseldot
     divided by its limit), to the power degree.
 
@@ -197,23 +234,23 @@ cdef inline double _bessel(double r, const KernelSpec *spec) noexcept nogil:
     return s
 
 
-cdef void map_dist(double *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+cdef void map_dist(double *g, Py_ssize_t n, const KernelMap *spec) noexcept nogil:
     """Squared Euclidean distances -> kernel values in place (the FK_SQDIST kernels
     but RBF, whose map is fused with the distances): Bessel here, the others by
     their case of fk_sqdist_map."""
     cdef Py_ssize_t j
     if spec.kind != K_BESSEL:
-        fk_sqdist_map_d(g, n, spec.kind, spec.gamma, spec.coef0, spec.degree)
+        fk_sqdist_map_d(g, n, spec.kind, spec.params)
         return
     for j in range(n):
         g[j] = _bessel(spec.gamma * sqrt(g[j]), spec)
 
 
-cdef inline void _map_dist_f(float *g, Py_ssize_t n, const KernelSpec *spec) noexcept nogil:
+cdef inline void _map_dist_f(float *g, Py_ssize_t n, const KernelMap *spec) noexcept nogil:
     """map_dist for the float32 distances of the direct path."""
     cdef Py_ssize_t j
     if spec.kind != K_BESSEL:
-        fk_sqdist_map_f(g, n, spec.kind, spec.gamma, spec.coef0, spec.degree)
+        fk_sqdist_map_f(g, n, spec.kind, spec.params)
         return
     for j in range(n):
         g[j] = <float> _bessel(spec.gamma * sqrt(g[j]), spec)
@@ -240,7 +277,7 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     const double *xn, const double *yn,
                     floating *out, Py_ssize_t ldo, double *dtile,
                     Py_ssize_t bi, Py_ssize_t bj,
-                    const KernelSpec *spec, bint diag) noexcept nogil:
+                    const KernelMap *spec, bint diag) noexcept nogil:
     """Fill out[0:bi, 0:bj] (leading dimension ldo) with k(X[0:bi], Y[0:bj]).
 
     X and Y point at the first row of each block (row-major, d columns); Yt at
@@ -483,16 +520,17 @@ cdef void _stream_packed(const floating *tbuf, Py_ssize_t bj, floating *packed,
 
 
 def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] out,
-         int kind, double gamma, double coef0, double degree, bint symmetric,
-         bint direct, int n_threads, double order=0.0, bint dot=False,
+         int kind, const double[::1] params, bint symmetric,
+         bint direct, int n_threads, bint dot=False,
          floating[::1] packed=None, const Py_ssize_t[::1] row_start=None,
          Py_ssize_t strip=0):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
-    symmetric means Y is X; direct selects the fused distance loop; dot, on
-    the BLAS path of the Euclidean kernels, computes the centred inner
-    products with fastkern's register tiles instead of dgemm; order is
-    the Bessel kernel's nu (0 <= nu <= 100).  With packed (and symmetric),
+    kind and params: the kernel's code and parameter array (``kind_codes``,
+    ``pack_params``); symmetric means Y is X; direct selects the fused
+    distance loop; dot, on the BLAS path of the Euclidean kernels, computes
+    the centred inner products with fastkern's register tiles instead of
+    dgemm.  With packed (and symmetric),
     the tiles on and above the diagonal go to packed instead of out, which
     is not touched, laid out by ``_centering.packed_layout(n)`` (row_start,
     strips of strip rows).
@@ -509,7 +547,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef int tid
     cdef floating *tbuf
     cdef floating *tscr
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
+    cdef KernelMap spec = make_map(kind, params, direct)
 
     dtype = np.float64 if floating is double else np.float32
     cdef const floating[:, ::1] Yt = transposed(Y, n_threads) if direct else Y

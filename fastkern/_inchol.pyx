@@ -41,7 +41,7 @@ from numpy.linalg import LinAlgError
 from fastkern._batches cimport Batches
 from fastkern._maps cimport (
     K_LAPLACIAN, K_RBF, fk_l1dist_row_d, fk_l1dist_row_f, fk_sqdist_row_d, fk_sqdist_row_f,
-    fk_vexp_d, fk_vexp_f,
+    fk_vexp_d, fk_vexp_f, FK_N_PARAMS, FK_P_GAMMA,
 )
 
 cdef enum:
@@ -124,13 +124,14 @@ cdef void _step_block(floating *Gt, Py_ssize_t n, Py_ssize_t k, Py_ssize_t i0,
 
 def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, double tau,
          double[::1] resid, const floating[:, ::1] X, const floating[:, ::1] Xt, int kind,
-         double gamma, int n_threads, Py_ssize_t first=0):
+         const double[::1] params, int n_threads, Py_ssize_t first=0):
     """Pivot step k at row p: column k of G, the residuals, and the next pivot.
 
     gp is G[p, :k] in float64 and tau = sqrt(r_p).  With kind GIVEN, Gt[k]
     holds the kernel column K[:, p] on entry; with a kind of DIRECT_KINDS the column
     is computed here from X (n x d, row p used) and Xt (X transposed, d x n)
-    with the given gamma.  Row blocks run in time-bounded batches
+    with the parameter array params (``fastkern._gram.pack_params``; not read
+    with GIVEN).  Row blocks run in time-bounded batches
     (fastkern._batches) so Ctrl-C is seen within one long step; ``first`` is
     the batch size learned by the previous step.
 
@@ -149,6 +150,9 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
     cdef Py_ssize_t best
     if kind != K_GIVEN and kind not in DIRECT_KINDS:
         raise ValueError(f"kind must be GIVEN or one of DIRECT_KINDS, got {kind}")
+    if params is None or params.shape[0] != FK_N_PARAMS:
+        raise ValueError(f"params must hold the {FK_N_PARAMS} values of pack_params()")
+    cdef double gamma = params[FK_P_GAMMA]
     if kind != K_GIVEN:
         xp = &X[p, 0]
         xt = &Xt[0, 0]

@@ -21,7 +21,7 @@ from fastkern._gamma import median_gamma
 from fastkern._validation import check_n_threads, check_real
 from fastkern.kernels import Kernel
 from fastkern import _registry
-from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, pairwise_kernels,
+from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, compiled_params, pairwise_kernels,
                                _upper_triangle_gram)
 
 #: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
@@ -216,14 +216,11 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
 
 
 class CompiledKernel(NamedTuple):
-    """A kernel as the compiled tile loops read it (its kind code, src/fk_maps.h's
-    FK_KINDS, and the numbers its registry entry's ``compiled_args`` gives)."""
+    """A kernel as the compiled tile loops read it: its kind code (src/fk_maps.h's
+    FK_KINDS) and parameter array (``pairwise.compiled_params``)."""
 
     kind: int
-    gamma: float
-    degree: float
-    coef0: float
-    order: float = 0.0
+    params: Any
 
 
 @dataclass(frozen=True)
@@ -359,9 +356,8 @@ class KernelSpec:
         """
         if not (isinstance(self.kernel, str) and self.kernel in KERNEL_CODES):
             return None
-        numbers = _registry.get(self.kernel).compiled_numbers(self.params, n_features)
-        return CompiledKernel(KERNEL_CODES[self.kernel], numbers["gamma"], numbers["degree"],
-                              numbers["coef0"], numbers["order"])
+        params = compiled_params(_registry.get(self.kernel), self.params, n_features)
+        return CompiledKernel(KERNEL_CODES[self.kernel], params)
 
     def upper_gram(self, X, *, n_threads=None):
         """k(X, X) as its packed upper triangle (half the memory), or None.

@@ -35,13 +35,25 @@ cdef extern from "fk_maps.h" nogil:
         K_EXPONENTIAL "FK_K_EXPONENTIAL"
         K_LAPLACIAN_L2 "FK_K_LAPLACIAN_L2"
         K_BESSEL "FK_K_BESSEL"
+        K_ANOVA "FK_K_ANOVA"
+        K_SPLINE "FK_K_SPLINE"
+        K_ADDITIVE_CHI2 "FK_K_ADDITIVE_CHI2"
+        K_CHI2 "FK_K_CHI2"
         FK_N_KINDS
         FK_INNER
         FK_SQDIST
         FK_L1
+        FK_FEATUREWISE
     const char *fk_kind_name(int kind)
     int fk_kind_geometry(int kind)
-    void fk_sqdist_map_d(double *g, Py_ssize_t n, int kind, double gamma, double coef0,
-                         double degree)
-    void fk_sqdist_map_f(float *g, Py_ssize_t n, int kind, double gamma, double coef0,
-                         double degree)
+    # The slots of the one parameter array every loop reads (FK_PARAMS in fk_maps.h).
+    enum:
+        FK_P_GAMMA
+        FK_P_COEF0
+        FK_P_DEGREE
+        FK_P_ORDER
+        FK_N_PARAMS
+    const char *fk_param_name(int slot)
+    double fk_param_default(int slot)
+    void fk_sqdist_map_d(double *g, Py_ssize_t n, int kind, const double *params)
+    void fk_sqdist_map_f(float *g, Py_ssize_t n, int kind, const double *params)

@@ -26,7 +26,7 @@ from scipy.linalg.cython_blas cimport dgemm
 import numpy as np
 
 from fastkern._batches cimport Batches
-from fastkern._gram cimport KernelSpec, gram_tile, make_spec
+from fastkern._gram cimport KernelMap, gram_tile, make_map
 from fastkern._openmp cimport omp_get_thread_num
 
 cdef enum:
@@ -42,7 +42,7 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
                          const double *Zct, const double *xn, const double *zn,
                          const double *V, int b, double *out,
                          Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1,
-                         const KernelSpec *spec, bint symmetric, floating *tile,
+                         const KernelMap *spec, bint symmetric, floating *tile,
                          double *dtile) noexcept nogil:
     """out[i0:i0+bi] (+)= K(X[i0:i0+bi], Z[c0:c1]) @ V[c0:c1].
 
@@ -92,9 +92,8 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                    const double[:, ::1] Zc, const double[:, ::1] Zct,
                    const double[::1] xn, const double[::1] zn,
                    const double[:, ::1] V, double[:, ::1] out, floating[:, ::1] tiles,
-                   double[:, ::1] dtiles, int kind, double gamma, double coef0,
-                   double degree, bint direct, bint symmetric, int n_threads,
-                   progress=None, double order=0.0):
+                   double[:, ::1] dtiles, int kind, const double[::1] params,
+                   bint direct, bint symmetric, int n_threads, progress=None):
     """out = K(X, Z) @ V (V has at least one column).
 
     Inputs are validated by fastkern.large_n.  Zt is Z transposed (features x
@@ -106,14 +105,14 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
     symmetric means Z is X.  tiles / dtiles: one TILE*TILE scratch row per
     thread (dtiles is only used for float32 data).  progress, if given, is
     called with the fraction of the product done after each group of row
-    blocks (a pass at N = 200,000 takes minutes).  order is the Bessel
-    kernel's nu.
+    blocks (a pass at N = 200,000 takes minutes).  kind and params: the
+    kernel's code and parameter array (``fastkern._gram.pack_params``).
     """
     cdef Py_ssize_t n = X.shape[0], m = Z.shape[0], d = X.shape[1]
     cdef Py_ssize_t nblocks = (n + TILE - 1) // TILE, t, i0, bi, r0, r1, c0, c1
     cdef Py_ssize_t ncols = (m + TILE - 1) // TILE, group
     cdef int b = <int> V.shape[1], tid
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
+    cdef KernelMap spec = make_map(kind, params, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *zn_p = &zn[0] if zn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
@@ -165,8 +164,8 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                              const double[::1] xn,
                              const double[:, ::1] V, double[:, :, ::1] acc,
                              double[:, ::1] tiles, double[:, ::1] dtiles, int kind,
-                             double gamma, double coef0, double degree, bint direct,
-                             int n_threads, progress=None, double order=0.0):
+                             const double[::1] params, bint direct, int n_threads,
+                             progress=None):
     """Return K(X, X) @ V from the tiles on and above the diagonal only.
 
     Half the kernel evaluations of ``kernel_product(X, X, ...)``: the tile
@@ -192,7 +191,7 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
     cdef int b = <int> V.shape[1], tid, ib, jb
     cdef int ldt = TILE
     cdef Py_ssize_t batch = 8 * slots, dld = dtiles.shape[1], reported = 0
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, direct)
+    cdef KernelMap spec = make_map(kind, params, direct)
     cdef const double *xn_p = &xn[0] if xn.shape[0] else NULL
     cdef const double *Xc_p = &Xc[0, 0] if xn_p != NULL else NULL
     cdef const double *Xct_p = &Xct[0, 0] if xn_p != NULL and Xct.shape[0] else NULL

@@ -192,9 +192,7 @@ class KernelOperator:
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
                 self.X, self.Xt, self.Xc, self.Xct, self.xn, V, acc, self.tiles, dtiles,
-                spec.kind,
-                spec.gamma, spec.coef0, spec.degree, self.direct, self.n_threads, progress,
-                spec.order)
+                spec.kind, spec.params, self.direct, self.n_threads, progress)
 
     def _product(self, V, A):
         symmetric = A is None
@@ -212,9 +210,8 @@ class KernelOperator:
         with blas_limit(1):
             _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, self.Xct, an, self.xn,
                                     V, out,
-                                    self.tiles, self.dtiles, spec.kind, spec.gamma,
-                                    spec.coef0, spec.degree, self.direct, symmetric,
-                                    self.n_threads, progress, spec.order)
+                                    self.tiles, self.dtiles, spec.kind, spec.params,
+                                    self.direct, symmetric, self.n_threads, progress)
         return out
 
     def _product_blocks(self, V, A, symmetric):

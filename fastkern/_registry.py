@@ -131,8 +131,9 @@ def _chi2_terms(x, y):
 
 
 def _same_names(params):
-    """The compiled loops' numbers of a kernel whose parameters are named as them."""
-    return {k: v for k, v in params.items() if k in ("gamma", "coef0", "degree", "order")}
+    """The compiled loops' numbers of a kernel whose parameters are named as the
+    slots of its parameter array (FK_PARAMS of src/fk_maps.h)."""
+    return dict(params)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class KernelDef:
         One of :data:`GEOMETRIES`.
     compiled : str or None
         The name of its map in ``src/fk_maps.h`` (``FK_KINDS``), or None
-        (feature-wise kernels, and cosine: the linear map of normalised rows).
+        (cosine: the linear map of normalised rows).
     paths : frozenset of str
         The subset of :data:`PATHS` that computes it.
     bounded : bool
@@ -169,8 +170,11 @@ class KernelDef:
     class_name : str or None
         The kernel class's name in ``fastkern.kernels``.
     compiled_args : callable
-        Resolved params -> the compiled loops' ``gamma``, ``coef0``,
-        ``degree`` and ``order`` (the keys it returns; the others default).
+        Resolved params -> {slot name: value} of the parameter array the
+        compiled loops read (the slots of ``FK_PARAMS`` in ``src/fk_maps.h``:
+        gamma, coef0, degree, order; the others keep their default).  By
+        default the params themselves, for a kernel whose parameters are
+        named as slots.
     description : str
         Paragraphs after the summary of the generated Gram function.
     title : str
@@ -267,10 +271,9 @@ class KernelDef:
                 for p in self.params}
 
     def compiled_numbers(self, params, n_features=None):
-        """The compiled loops' (gamma, coef0, degree, order) for these parameters."""
-        numbers = {"gamma": 1.0, "coef0": 0.0, "degree": 1.0, "order": 0.0}
-        numbers.update(self.compiled_args(self.resolve(params, n_features)))
-        return numbers
+        """{slot name: value} of the compiled loops' parameter array for these
+        parameters (``fastkern._gram.pack_params`` makes the array)."""
+        return self.compiled_args(self.resolve(params, n_features))
 
 
 _GAMMA = Param("gamma", None, "Kernel coefficient (>= 0); None means 1 / n_features.",
@@ -325,7 +328,7 @@ KERNELS = (
               (Param("gamma", 1.0, "The scale (> 0), kernlab's sigma; None means 1.0.",
                      low=0.0, low_inclusive=False, none=1.0),
                Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
-              "featurewise", None, _DENSE, False,
+              "featurewise", "anova", _DENSE, False,
               lambda x, y, gamma, degree: _np().exp(-gamma * (x - y) ** 2).sum(axis=-1)
               ** degree, class_name="Anova", reference_url=_KERNLAB),
     KernelDef("bessel", "K(x, y) = (Gamma(nu + 1) (2 / r)^nu J_nu(r))^degree, "
@@ -336,16 +339,16 @@ KERNELS = (
                Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
               "sqdist", "bessel", _ALL, True, _bessel, class_name="Bessel",
               reference_url=_KERNLAB),
-    KernelDef("spline", "kernlab's infinite linear spline kernel", (), "featurewise", None,
+    KernelDef("spline", "kernlab's infinite linear spline kernel", (), "featurewise", "spline",
               _DENSE, False, _spline, class_name="Spline", reference_url=_KERNLAB),
     KernelDef("chi2", "K(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k))",
               (Param("gamma", 1.0, "Kernel coefficient (> 0).", low=0.0,
                      low_inclusive=False),),
-              "featurewise", None, _DENSE, True,
+              "featurewise", "chi2", _DENSE, True,
               lambda x, y, gamma: _np().exp(-gamma * _chi2_terms(x, y)), class_name="Chi2",
               reference_url=_SKLEARN),
     KernelDef("additive_chi2", "K(x, y) = -sum_k (x_k - y_k)^2 / (x_k + y_k)", (),
-              "featurewise", None, _DENSE, False, lambda x, y: -_chi2_terms(x, y),
+              "featurewise", "additive_chi2", _DENSE, False, lambda x, y: -_chi2_terms(x, y),
               class_name="AdditiveChi2", reference_url=_SKLEARN),
     KernelDef("rational_quadratic", "K(x, y) = (1 + ||x - y||^2 / (2 alpha l^2))^(-alpha)",
               (Param("alpha", 1.0, "The scale mixture parameter (> 0).", low=0.0,
@@ -361,7 +364,7 @@ KERNELS = (
               "length scales.",
               reference_url="https://scikit-learn.org/stable/modules/gaussian_process.html"),
     KernelDef("histogram_intersection", "K(x, y) = sum_k min(x_k, y_k)", (), "featurewise",
-              None, _DENSE, False, lambda x, y: _np().minimum(x, y).sum(axis=-1),
+              "histogram_intersection", _DENSE, False, lambda x, y: _np().minimum(x, y).sum(axis=-1),
               class_name="HistogramIntersection"),
 )
 

@@ -54,7 +54,7 @@ from fastkern._stream cimport fk_store_fence, stream_tile
 from fastkern._batches cimport Batches
 from fastkern._openmp cimport omp_get_thread_num
 from fastkern._gram cimport (
-    KernelSpec, make_spec, map_dist, map_dot, sqdist_from_dot, K_RBF, K_LAPLACIAN, FK_SQDIST,
+    KernelMap, make_map, map_dist, map_dot, sqdist_from_dot, K_RBF, K_LAPLACIAN, FK_SQDIST,
     fk_kind_geometry,
 )
 from fastkern._maps cimport fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f
@@ -187,7 +187,7 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
                  const index_t *pos, const int *dense_pos, const double *Xd, const double *Yd, int kd,
                  const double *xn, const double *yn,
                  double *G, floating *tbuf, floating *tscr,
-                 floating *out, const KernelSpec *spec, bint symmetric) noexcept nogil:
+                 floating *out, const KernelMap *spec, bint symmetric) noexcept nogil:
     """K[i0:i0 + bi, c0:c1]; when symmetric (c0 >= i0) also its mirror K[c0:c1, i0:i0 + bi]."""
     cdef Py_ssize_t w = c1 - c0, i, j, p, q, k, skip
     cdef double v
@@ -277,12 +277,12 @@ def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,
           const floating[::1] cd, const index_t[::1] ci, const index_t[::1] cp,
           const index_t[::1] pos, const int[::1] dense_pos, const double[:, ::1] Xd, const double[:, ::1] Yd,
           const double[::1] xn, const double[::1] yn, floating[:, ::1] out,
-          int kind, double gamma, double coef0, double degree, double order, bint symmetric,
+          int kind, const double[::1] params, bint symmetric,
           Py_ssize_t rows, Py_ssize_t width, int n_threads):
     cdef Py_ssize_t n = out.shape[0], m = out.shape[1], t, i0, c0
     cdef Py_ssize_t nbi = (n + rows - 1) // rows
     cdef int tid, kd = Xd.shape[1]
-    cdef KernelSpec spec = make_spec(kind, gamma, coef0, degree, order, False)
+    cdef KernelMap spec = make_map(kind, params, False)
     cdef bint sqdist = fk_kind_geometry(kind) == FK_SQDIST
     cdef bint lap = kind == K_LAPLACIAN
     # No more threads (and per-thread buffers) than work items.
@@ -365,13 +365,13 @@ def _blocking(X, Y, cols, laplacian):
     return ROWS, max(ROWS, min(width, MAX_WIDTH, Y.shape[0]))
 
 
-def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint symmetric,
-         int n_threads, double order=0.0):
+def gram(X, Y, out, int kind, const double[::1] params, bint symmetric, int n_threads):
     """Fill out with k(X, Y) for canonical CSR X and Y of out's dtype.
 
     X and Y are validated by fastkern.pairwise (sorted unique indices, finite
-    data); symmetric means Y is X; order is the Bessel kernel's nu.  BLAS
-    must be held to one thread.
+    data); kind and params: the kernel's code and parameter array
+    (``fastkern._gram.pack_params``); symmetric means Y is X.  BLAS must be
+    held to one thread.
     """
     lap = kind == K_LAPLACIAN
     d = X.shape[1]
@@ -405,5 +405,4 @@ def gram(X, Y, out, int kind, double gamma, double coef0, double degree, bint sy
     rows, width = _blocking(X, Y, np.flatnonzero(dense_pos >= 0), lap)
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
                  idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), pos, dense_pos, Xd, Yd,
-                 xn, yn, out, kind, gamma, coef0, degree, order, symmetric, rows, width,
-                 n_threads)
+                 xn, yn, out, kind, params, symmetric, rows, width, n_threads)

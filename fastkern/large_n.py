@@ -347,12 +347,8 @@ def nystroem_eigenpairs(X, spec, k, n_landmarks, *, n_threads=None, random_state
                          f"solver with n_landmarks={m} (needs about {3 * n * m * 8} bytes)")
     progress = _Progress(verbose, "nystrom")
     t0 = time.perf_counter()
-    named = {} if not isinstance(spec.kernel, str) else dict(spec.params)
     feature_map = Nystroem(kernel=spec.kernel, n_components=m, random_state=random_state,
-                           n_threads=n_threads, gamma=named.pop("gamma", None),
-                           degree=named.pop("degree", 3), coef0=named.pop("coef0", 1),
-                           kernel_params=(named or None) if isinstance(spec.kernel, str)
-                           else (dict(spec.params) or None)).fit(X)
+                           n_threads=n_threads)._fit_spec(X, spec)
     Phi = feature_map.transform(X).astype(np.float64, copy=False)
     mean = Phi.mean(axis=0)
     Phi -= mean

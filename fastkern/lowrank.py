@@ -18,7 +18,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
-from fastkern import _inchol
+from fastkern import _gram, _inchol
 from fastkern._gamma import GammaEstimate, estimate_gamma
 from fastkern._kernel_api import KernelSpec, check_kernel_param
 from fastkern._threads import SERIAL_MULTIPLY_ADDS, StepThreads, threads_for
@@ -230,11 +230,11 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
     compiled = spec.compiled(d)
     if compiled is not None and compiled.kind in _inchol.DIRECT_KINDS:
         # exp(-gamma * 0) on the diagonal.
-        kind, direct_gamma = compiled.kind, compiled.gamma
+        kind, kparams = compiled
         resid = np.ones(n)
         Xt = np.ascontiguousarray(X.T)
     else:
-        kind, direct_gamma = _inchol.GIVEN, 0.0
+        kind, kparams = _inchol.GIVEN, _gram.pack_params({})
         resid = _diagonal(X, spec)
         Xt = np.empty((0, 0), dtype=dtype)
     if not np.all(np.isfinite(resid)):
@@ -284,7 +284,7 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
         threads = chooser.pick(k)
         start = time.perf_counter()
         chooser.batch[threads], p_next, top, trace = _inchol.step(
-            Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, direct_gamma, threads,
+            Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, kparams, threads,
             chooser.batch[threads])
         chooser.record(threads, time.perf_counter() - start, n * (k + d))
         if centered:

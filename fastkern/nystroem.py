@@ -155,7 +155,13 @@ class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator)
         check_n_threads(self.n_threads)
         # gamma="scale"/"median" resolved once, on the whole training X.
         self.gamma_ = resolve_gamma(self.gamma, X, self.kernel)
-        self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
+        return self._fit_spec(X, KernelSpec.of(self, gamma=self.gamma_))
+
+    def _fit_spec(self, X, spec):
+        """fit's landmarks and W^(-1/2) for a validated X and a kernel spec already
+        built (KernelPCA's nystrom solver hands over its own ``kernel_spec_``)."""
+        self.kernel_spec_ = spec
+        self.n_features_in_ = X.shape[1]
         n = X.shape[0]
         if self._precomputed and X.shape[1] != n:
             raise ValueError(f"X must be a square kernel matrix for kernel='precomputed', "

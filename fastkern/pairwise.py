@@ -62,7 +62,12 @@ __all__ = [
 # The compiled loops' kind codes: one table, FK_KINDS of src/fk_maps.h.
 _CODES = _gram.kind_codes()
 _LINEAR, _RBF, _LAPLACIAN = _CODES["linear"], _CODES["rbf"], _CODES["laplacian"]
-_COMPILED = [k for k in _registry.KERNELS if k.compiled is not None]
+# The linear kernel's parameter array (it reads none of it).
+_NO_PARAMS = _gram.pack_params({})
+# The kernels of the tile loops (_gram, _sparse, _matfree); the feature-wise
+# ones have their own loop (_featurewise).
+_COMPILED = [k for k in _registry.KERNELS
+             if k.compiled is not None and k.geometry != "featurewise"]
 #: String kernel names -> the codes of the compiled tile loops, for the kernels
 #: every loop has (dense, sparse and matrix-free).
 KERNEL_CODES = {name: _CODES[k.compiled] for k in _COMPILED
@@ -201,17 +206,38 @@ def uses_direct_path(kind, n_features, dtype=np.float64, n_rows=None):
     return tile_path(kind, n_features, dtype, n_rows) == "direct"
 
 
-def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_threads,
-             path=None):
+def compiled_params(kdef, params, n_features):
+    """The parameter array the compiled loops read for a registry kernel.
+
+    Parameters
+    ----------
+    kdef : fastkern._registry.KernelDef
+        A kernel with a compiled map.
+    params : mapping
+        Its parameters as its Gram function takes them (missing ones at their
+        default; None resolved, gamma=None with ``n_features``).
+    n_features : int or None
+        Columns of the data.
+
+    Returns
+    -------
+    ndarray of float64
+        ``fastkern._gram.pack_params`` of the registry's numbers.
+    """
+    return _gram.pack_params(kdef.compiled_numbers(params, n_features))
+
+
+def _compute(X, Y, kind, params, *, out, n_threads, path=None):
     """Validated, dispatched call into the Cython tile loop.
 
-    path: None chooses; "direct" or "blas" force a path (tests exercise both).
+    params: the kernel's parameter array (compiled_params).  path: None
+    chooses; "direct" or "blas" force a path (tests exercise both).
     """
     # The kernels without a sparse loop: check_pair (in _run) rejects a sparse X or Y.
     if kind in _SPARSE_KINDS and (is_sparse(X) or (Y is not None and is_sparse(Y))):
         if path is not None:
             raise ValueError("path applies to dense input only; sparse input has one path")
-        return _run_sparse(X, Y, kind, gamma, coef0, degree, out, n_threads, order=order)
+        return _run_sparse(X, Y, kind, params, out, n_threads)
     # _features, not X.shape: X is not validated yet (it may be a list or 1-D).
     if path is None:
         rows = min(_rows(X), _rows(X if Y is None else Y))
@@ -223,16 +249,15 @@ def _compute(X, Y, kind, *, gamma=1.0, coef0=0.0, degree=1.0, order=0.0, out, n_
     elif kind not in _PATH_KINDS and path != "blas":
         names = [k.name for k in _COMPILED if _CODES[k.compiled] in _PATH_KINDS]
         raise ValueError(f"only the kernels {names} have a {path} path")
-    return _run(X, Y, kind, gamma, coef0, degree, out, n_threads, path, order)
+    return _run(X, Y, kind, params, out, n_threads, path)
 
 
 def _registered(name, X, Y, params, out, n_threads, path=None):
     """The Gram of a compiled registry kernel: its parameters checked and resolved by
     ``fastkern._registry`` (None gamma: 1 / n_features of X as given), then _compute."""
     kdef = _registry.get(name)
-    numbers = kdef.compiled_numbers(params, _features(X))
-    return _compute(X, Y, _CODES[kdef.compiled], out=out, n_threads=n_threads, path=path,
-                    **numbers)
+    return _compute(X, Y, _CODES[kdef.compiled], compiled_params(kdef, params, _features(X)),
+                    out=out, n_threads=n_threads, path=path)
 
 
 def _output(out, shape, dtype, inputs, n_threads):
@@ -251,14 +276,14 @@ def _tiles_blas(path):
     return blas_limit(1) if path == "blas" else contextlib.nullcontext()
 
 
-def _run(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, path, order=0.0):
+def _run(Xin, Yin, kind, params, out, n_threads, path):
     X, Y, symmetric = check_pair(Xin, Yin)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     with _tiles_blas(path):
-        _gram.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, path == "direct",
-                   n_threads, order, path == "dot")
+        _gram.gram(X, Y, out, kind, params, symmetric, path == "direct", n_threads,
+                   path == "dot")
     return out
 
 
@@ -369,26 +394,25 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     X, _, _ = check_pair(X, None)
     n_threads = check_n_threads(n_threads)
     d = X.shape[1]
-    numbers = kdef.compiled_numbers(params or {}, d)
+    kparams = compiled_params(kdef, params or {}, d)
     kind = _CODES[kdef.compiled]
     n = X.shape[0]
     path = tile_path(kind, d, n_rows=n)
     K = PackedUpperGram(n, n_threads)
     with _tiles_blas(path):
-        _gram.gram(X, X, np.empty((0, 0)), kind, numbers["gamma"], numbers["coef0"],
-                   numbers["degree"], True, path == "direct", n_threads, numbers["order"],
+        _gram.gram(X, X, np.empty((0, 0)), kind, kparams, True, path == "direct", n_threads,
                    path == "dot", K.data, K.row_start, _centering.STRIP_ROWS)
     return K
 
 
-def _run_sparse(Xin, Yin, kind, gamma, coef0, degree, out, n_threads, pair=None, order=0.0):
+def _run_sparse(Xin, Yin, kind, params, out, n_threads, pair=None):
     X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype,
                   (X.data,) if symmetric else (X.data, Y.data), n_threads)
     # Each OpenMP thread runs its own single-threaded gemm on a tile.
     with blas_limit(1):
-        _sparse.gram(X, Y, out, kind, gamma, coef0, degree, symmetric, n_threads, order)
+        _sparse.gram(X, Y, out, kind, params, symmetric, n_threads)
     return out
 
 
@@ -559,12 +583,12 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
         Yn = Xn if symmetric else _normalized_rows(Y)
         if sparse_out:
             return _sparse_interface(Xn @ Yn.T)
-        return _run_sparse(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads,
+        return _run_sparse(Xn, Yn, _LINEAR, _NO_PARAMS, out, n_threads,
                            pair=(Xn, Yn, symmetric))
     X, Y, symmetric = check_pair(X, Y)
     Xn = _normalized_rows(X)
     Yn = Xn if symmetric else _normalized_rows(Y)
-    return _run(Xn, Yn, _LINEAR, 1.0, 0.0, 1.0, out, n_threads, "blas")
+    return _run(Xn, Yn, _LINEAR, _NO_PARAMS, out, n_threads, "blas")
 
 
 @_doc
@@ -636,9 +660,11 @@ def bessel_kernel(X, Y=None, gamma=1.0, order=1, degree=1, *, out=None, n_thread
                        out, n_threads, path)
 
 
-def _featurewise_gram(X, Y, kind, *, gamma=1.0, degree=1.0, nonnegative=False, out,
-                      n_threads):
-    """Validated call into fastkern._featurewise (dense input only)."""
+def _featurewise_gram(X, Y, name, params, *, nonnegative=False, out, n_threads):
+    """Validated call into fastkern._featurewise (dense input only) for the
+    registry's feature-wise kernel ``name`` and its parameters."""
+    kdef = _registry.get(name)
+    kparams = compiled_params(kdef, params, None)
     X, Y, symmetric = check_pair(X, Y)
     if nonnegative:
         # As scikit-learn's chi2 kernels: same messages, same order of checks.
@@ -648,7 +674,7 @@ def _featurewise_gram(X, Y, kind, *, gamma=1.0, degree=1.0, nonnegative=False, o
             raise ValueError("Y contains negative values.")
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
-    _featurewise.gram(X, Y, out, kind, gamma, degree, symmetric, n_threads)
+    _featurewise.gram(X, Y, out, _CODES[kdef.compiled], kparams, symmetric, n_threads)
     return out
 
 
@@ -670,9 +696,8 @@ def anova_kernel(X, Y=None, gamma=1.0, degree=1, *, out=None, n_threads=None):
 
     @K@
     """
-    p = _registry.get("anova").resolve({"gamma": gamma, "degree": degree})
-    return _featurewise_gram(X, Y, _featurewise.ANOVA, gamma=p["gamma"], degree=p["degree"],
-                             out=out, n_threads=n_threads)
+    return _featurewise_gram(X, Y, "anova", {"gamma": gamma, "degree": degree}, out=out,
+                             n_threads=n_threads)
 
 
 @_doc
@@ -695,7 +720,7 @@ def spline_kernel(X, Y=None, *, out=None, n_threads=None):
     input is accepted, as by kernlab.  A product of d factors: on wide or
     large-valued data it overflows as kernlab's does.
     """
-    return _featurewise_gram(X, Y, _featurewise.SPLINE, out=out, n_threads=n_threads)
+    return _featurewise_gram(X, Y, "spline", {}, out=out, n_threads=n_threads)
 
 
 @_doc
@@ -719,7 +744,7 @@ def additive_chi2_kernel(X, Y=None, *, out=None, n_threads=None):
     TypeError
         If X or Y is sparse.
     """
-    return _featurewise_gram(X, Y, _featurewise.ADDITIVE_CHI2, nonnegative=True, out=out,
+    return _featurewise_gram(X, Y, "additive_chi2", {}, nonnegative=True, out=out,
                              n_threads=n_threads)
 
 
@@ -743,8 +768,7 @@ def chi2_kernel(X, Y=None, gamma=1.0, *, out=None, n_threads=None):
     ValueError
         If X or Y has negative values.
     """
-    gamma = _registry.get("chi2").resolve({"gamma": gamma})["gamma"]
-    return _featurewise_gram(X, Y, _featurewise.CHI2, gamma=gamma, nonnegative=True, out=out,
+    return _featurewise_gram(X, Y, "chi2", {"gamma": gamma}, nonnegative=True, out=out,
                              n_threads=n_threads)
 
 
@@ -767,7 +791,7 @@ def histogram_intersection_kernel(X, Y=None, *, out=None, n_threads=None):
     ValueError
         If X or Y has negative values.
     """
-    return _featurewise_gram(X, Y, _featurewise.INTERSECTION, nonnegative=True, out=out,
+    return _featurewise_gram(X, Y, "histogram_intersection", {}, nonnegative=True, out=out,
                              n_threads=n_threads)
 
 

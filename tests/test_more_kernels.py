@@ -18,7 +18,7 @@ from scipy.special import jv
 from sklearn.metrics import pairwise as skp
 
 import fastkern
-from fastkern import kernels, pairwise
+from fastkern import _gram, kernels, pairwise
 from fastkern._kernel_api import KERNEL_PARAM_NAMES, STRING_KERNELS, kernel_gram
 from fastkern._testing import have_kernlab, rerun_r_script
 
@@ -602,10 +602,11 @@ def test_objects_stay_off_the_matrix_free_path():
     for name in sorted(set(NAMES) - {"laplacian_l2", "bessel"}):
         assert KernelSpec.from_params(name).compiled(4) is None
         assert KernelSpec.from_params(OBJECTS[name]).compiled(4) is None
-    assert KernelSpec.from_params(OBJECTS["bessel"]).compiled(4).order == \
+    slot = _gram.param_slots()
+    assert KernelSpec.from_params(OBJECTS["bessel"]).compiled(4).params[slot["order"]] == \
         OBJECTS["bessel"].order
-    assert KernelSpec.from_params(kernels.RBF(0.5)).compiled(4).gamma == 0.5
-    assert KernelSpec.from_params("rbf").compiled(4).gamma == 0.25
+    assert KernelSpec.from_params(kernels.RBF(0.5)).compiled(4).params[slot["gamma"]] == 0.5
+    assert KernelSpec.from_params("rbf").compiled(4).params[slot["gamma"]] == 0.25
 
 
 # -- kernlab reference file ---------------------------------------------------

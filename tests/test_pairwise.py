@@ -1,5 +1,7 @@
 """Gram functions of fastkern.pairwise against plain-NumPy formulas and scikit-learn."""
 
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -209,12 +211,14 @@ def test_path_argument_is_validated():
         rbf_kernel(X, path="gpu")
     for path in ("blas", "dot"):
         with pytest.raises(ValueError, match="Laplacian"):
-            fastkern.pairwise._compute(X, None, fastkern.pairwise._LAPLACIAN, out=None,
-                                       n_threads=1, path=path)
+            fastkern.pairwise._compute(X, None, fastkern.pairwise._LAPLACIAN,
+                                       fastkern.pairwise._NO_PARAMS, out=None, n_threads=1,
+                                       path=path)
     for path in ("direct", "dot"):
         with pytest.raises(ValueError, match=f"have a {path} path"):
-            fastkern.pairwise._compute(X, None, fastkern.pairwise._LINEAR, out=None,
-                                       n_threads=1, path=path)
+            fastkern.pairwise._compute(X, None, fastkern.pairwise._LINEAR,
+                                       fastkern.pairwise._NO_PARAMS, out=None, n_threads=1,
+                                       path=path)
 
 
 def test_default_paths_by_features_and_dtype():
@@ -248,7 +252,9 @@ def test_small_calls_keep_the_distance_loop(monkeypatch):
 
     calls = []
     real = pw._run
-    monkeypatch.setattr(pw, "_run", lambda *a, **kw: calls.append(a[8]) or real(*a, **kw))
+    sig = inspect.signature(real)
+    monkeypatch.setattr(pw, "_run", lambda *a, **kw: calls.append(
+        sig.bind(*a, **kw).arguments["path"]) or real(*a, **kw))
     X = data(700, 16, seed=3)
     rbf_kernel(X[:128], X[128:])
     rbf_kernel(X[:40, :8])

@@ -14,7 +14,7 @@ from sklearn.gaussian_process.kernels import RationalQuadratic
 from sklearn.metrics import pairwise as skp
 
 import fastkern
-from fastkern import _gram, _inchol, _registry, kernels, pairwise
+from fastkern import _featurewise, _gram, _inchol, _registry, _sparse, kernels, pairwise
 from fastkern._kernel_api import STRING_KERNELS, KernelSpec, kernel_constraints
 from fastkern._operator import KernelOperator
 
@@ -174,6 +174,8 @@ def test_the_tables_are_derived_from_the_registry():
 
 
 def test_one_set_of_kind_codes():
+    # Every compiled kernel, feature-wise ones included, has its code in the one
+    # table of src/fk_maps.h, and the feature-wise loop takes no other numbering.
     codes = _gram.kind_codes()
     compiled = {k.compiled: k for k in _registry.KERNELS if k.compiled}
     assert set(codes) == set(compiled)
@@ -183,6 +185,50 @@ def test_one_set_of_kind_codes():
     assert _inchol.DIRECT_KINDS == {codes["rbf"], codes["laplacian"]}
     assert {name: codes[k.compiled] for name, k in _registry.BY_NAME.items()
             if k.compiled and {"sparse", "matrix-free"} <= k.paths} == pairwise.KERNEL_CODES
+    assert not [n for n in dir(_featurewise) if n.isupper()]
+
+
+def test_parameter_array_slots_and_defaults():
+    slots = _gram.param_slots()
+    assert sorted(slots.values()) == list(range(len(slots)))
+    defaults = _gram.pack_params({})
+    assert defaults.dtype == np.float64 and defaults.shape == (len(slots),)
+    packed = _gram.pack_params({"gamma": 0.25, "order": 3.0})
+    for name, i in slots.items():
+        expected = {"gamma": 0.25, "order": 3.0}.get(name, defaults[i])
+        assert packed[i] == expected
+    with pytest.raises(ValueError, match="no parameter slot"):
+        _gram.pack_params({"alpha": 1.0})
+    # Every registry kernel's compiled numbers name slots of the array.
+    for k in _registry.KERNELS:
+        if k.compiled:
+            assert set(k.compiled_numbers({}, 3)) <= set(slots), k.name
+
+
+@pytest.mark.parametrize("params", [np.ones(1), np.ones(9), None], ids=["short", "long", "none"])
+def test_compiled_loops_refuse_a_wrong_parameter_array(params):
+    # The loops read the array without the GIL: its length is checked first.
+    X = np.ones((3, 2))
+    out = np.empty((3, 3))
+    code = _gram.kind_codes()
+    with pytest.raises(ValueError, match="params"):
+        _gram.gram(X, X, out, code["rbf"], params, True, True, 1)
+    with pytest.raises(ValueError, match="params"):
+        _featurewise.gram(X, X, out, code["chi2"], params, True, 1)
+    with pytest.raises(ValueError, match="params"):
+        _sparse.gram(sp.csr_matrix(X), sp.csr_matrix(X), out, code["rbf"], params, True, 1)
+
+
+def test_compiled_loops_refuse_a_kind_of_the_other_loop():
+    X = np.ones((3, 2))
+    out = np.empty((3, 3))
+    code = _gram.kind_codes()
+    with pytest.raises(ValueError, match="not a kernel code of the tile loops"):
+        _gram.gram(X, X, out, code["chi2"], _gram.pack_params({}), True, True, 1)
+    with pytest.raises(ValueError, match="not a kernel code of the tile loops"):
+        _gram.gram(X, X, out, len(code), _gram.pack_params({}), True, True, 1)
+    with pytest.raises(ValueError, match="not a feature-wise kernel code"):
+        _featurewise.gram(X, X, out, code["rbf"], _gram.pack_params({}), True, 1)
 
 
 def test_generated_function_and_class_have_real_signatures():

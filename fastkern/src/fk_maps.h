@@ -432,7 +432,8 @@ FK_DEFINE_MAPS(float, f)
 /* The compiled kernels, one line each: id, the registry's name of the compiled
  * map (fastkern/_registry.py), and the geometry the tile loops compute before
  * the map (FK_INNER: inner products; FK_SQDIST: squared Euclidean distances;
- * FK_L1: L1 distances).  The enum below numbers them for every .pyx
+ * FK_L1: L1 distances; FK_FEATUREWISE: a sum or product of per-feature terms,
+ * fastkern/_featurewise.pyx).  The enum below numbers them for every .pyx
  * (fastkern._gram.kind_codes() reads the names).  A kernel of FK_SQDIST
  * geometry needs nothing else in Cython: the dense, sparse and matrix-free
  * loops compute its squared distances as RBF's and call fk_sqdist_map (its
@@ -447,9 +448,14 @@ FK_DEFINE_MAPS(float, f)
     X(EXPONENTIAL, "exponential", FK_INNER)              \
     X(LAPLACIAN_L2, "laplacian_l2", FK_SQDIST)           \
     X(BESSEL, "bessel", FK_SQDIST)                       \
-    X(RATIONAL_QUADRATIC, "rational_quadratic", FK_SQDIST)
+    X(RATIONAL_QUADRATIC, "rational_quadratic", FK_SQDIST) \
+    X(ANOVA, "anova", FK_FEATUREWISE)                    \
+    X(SPLINE, "spline", FK_FEATUREWISE)                  \
+    X(ADDITIVE_CHI2, "additive_chi2", FK_FEATUREWISE)    \
+    X(CHI2, "chi2", FK_FEATUREWISE)                      \
+    X(HISTOGRAM_INTERSECTION, "histogram_intersection", FK_FEATUREWISE)
 
-enum { FK_INNER = 0, FK_SQDIST = 1, FK_L1 = 2 };
+enum { FK_INNER = 0, FK_SQDIST = 1, FK_L1 = 2, FK_FEATUREWISE = 3 };
 #define FK_KIND_ENUM(id, name, geometry) FK_K_##id,
 enum fk_kind { FK_KINDS(FK_KIND_ENUM) FK_N_KINDS };
 #undef FK_KIND_ENUM
@@ -471,17 +477,46 @@ static int fk_kind_geometry(int kind)
     return kind >= 0 && kind < FK_N_KINDS ? geometries[kind] : -1;
 }
 
+/* The one parameter array every compiled loop reads (p[FK_P_GAMMA], ...): a
+ * slot per number, its name (the keys of a registry entry's compiled_args)
+ * and the value a kernel that does not set it gets.  A kernel with a new
+ * kind of number adds a slot here; no loop's signature changes. */
+#define FK_PARAMS(X)                 \
+    X(GAMMA, "gamma", 1.0)           \
+    X(COEF0, "coef0", 0.0)           \
+    X(DEGREE, "degree", 1.0)         \
+    X(ORDER, "order", 0.0)
+
+#define FK_PARAM_ENUM(id, name, value) FK_P_##id,
+enum fk_param { FK_PARAMS(FK_PARAM_ENUM) FK_N_PARAMS };
+#undef FK_PARAM_ENUM
+
+/* A slot's name, or NULL outside 0 <= slot < FK_N_PARAMS. */
+static const char *fk_param_name(int slot)
+{
+#define FK_PARAM_NAME(id, name, value) name,
+    static const char *const names[] = { FK_PARAMS(FK_PARAM_NAME) };
+#undef FK_PARAM_NAME
+    return slot >= 0 && slot < FK_N_PARAMS ? names[slot] : NULL;
+}
+
+static double fk_param_default(int slot)
+{
+#define FK_PARAM_VALUE(id, name, value) value,
+    static const double values[] = { FK_PARAMS(FK_PARAM_VALUE) };
+#undef FK_PARAM_VALUE
+    return slot >= 0 && slot < FK_N_PARAMS ? values[slot] : 0.0;
+}
+
 /* Squared distances -> kernel values in place, for the FK_SQDIST kernels that
- * are neither RBF nor Bessel.  gamma, coef0 and degree are the kernel spec's
- * three numbers; each kernel's registry entry (compiled_args) says what they
- * hold.  One switch per row: the loop of each case is tight and vectorisable
+ * are neither RBF nor Bessel.  p is the kernel's parameter array (FK_PARAMS);
+ * each kernel's registry entry (compiled_args) says what its slots hold.  One switch per row: the loop of each case is tight and vectorisable
  * (float: the float32 direct path's distances; mapped in double where the
  * kernel needs it, rounded once). */
-static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind, double gamma,
-                            double coef0, double degree)
+static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind,
+                            const double *FK_RESTRICT p)
 {
-    (void)coef0;
-    (void)degree;
+    const double gamma = p[FK_P_GAMMA], degree = p[FK_P_DEGREE];
     switch (kind) {
     case FK_K_LAPLACIAN_L2:
         for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_d(-gamma * sqrt(g[j]));
@@ -495,11 +530,10 @@ static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind, double
     }
 }
 
-static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind, double gamma,
-                            double coef0, double degree)
+static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind,
+                            const double *FK_RESTRICT p)
 {
-    (void)coef0;
-    (void)degree;
+    const double gamma = p[FK_P_GAMMA], degree = p[FK_P_DEGREE];
     switch (kind) {
     case FK_K_LAPLACIAN_L2:
         for (ptrdiff_t j = 0; j < n; j++) g[j] = fk_exp1_f((float)-gamma * sqrtf(g[j]));
