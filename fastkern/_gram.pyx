@@ -162,9 +162,14 @@ cdef KernelMap make_map(int kind, const double[::1] params, bint direct) except 
     return spec
 
 
+_SLOTS = {fk_param_name(i).decode(): i for i in range(FK_N_PARAMS)}
+_DEFAULTS = np.array([fk_param_default(i) for i in range(FK_N_PARAMS)])
+_DEFAULTS.flags.writeable = False
+
+
 def param_slots():
     """The parameter array's slot names -> their indices (FK_PARAMS of src/fk_maps.h)."""
-    return {fk_param_name(i).decode(): i for i in range(FK_N_PARAMS)}
+    return dict(_SLOTS)
 
 
 def pack_params(numbers):
@@ -180,13 +185,12 @@ def pack_params(numbers):
     -------
     ndarray of shape (FK_N_PARAMS,), float64
     """
-    slots = param_slots()
-    unknown = set(numbers) - set(slots)
-    if unknown:
-        raise ValueError(f"no parameter slot {sorted(unknown)} in FK_PARAMS {list(slots)}")
-    params = np.array([fk_param_default(i) for i in range(FK_N_PARAMS)])
+    params = _DEFAULTS.copy()
     for name, value in numbers.items():
-        params[slots[name]] = value
+        slot = _SLOTS.get(name)
+        if slot is None:
+            raise ValueError(f"no parameter slot {name!r} in FK_PARAMS {list(_SLOTS)}")
+        params[slot] = value
     return params
 
 

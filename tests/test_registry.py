@@ -197,7 +197,7 @@ def test_parameter_array_slots_and_defaults():
     for name, i in slots.items():
         expected = {"gamma": 0.25, "order": 3.0}.get(name, defaults[i])
         assert packed[i] == expected
-    with pytest.raises(ValueError, match="no parameter slot"):
+    with pytest.raises(ValueError, match="no parameter slot 'alpha'"):
         _gram.pack_params({"alpha": 1.0})
     # Every registry kernel's compiled numbers name slots of the array.
     for k in _registry.KERNELS:
