@@ -458,3 +458,32 @@ def test_in_process_products_use_half_the_tiles_for_float64(dtype, monkeypatch):
     _assert_product(matmat(V), _sk_gram(X.astype(np.float64), gamma=0.3), V,
                     1e-12 if dtype == np.float64 else 1e-5)
     assert calls == ["symmetric_kernel_product" if dtype == np.float64 else "kernel_product"]
+
+
+
+@pytest.mark.parametrize("kernel, params", [
+    ("rational_quadratic", {"alpha": 0.7, "length_scale": 2.0}),
+    ("poly", {"gamma": 0.3, "degree": 2, "coef0": 0.5}),
+    (fk.RBF(0.2) + fk.Linear(), {}),
+], ids=["rq", "poly", "sum-object"])
+def test_nystroem_eigenpairs_use_the_spec_as_nystroem_does(kernel, params):
+    # The nystrom solver hands its fitted kernel spec to the feature map, which
+    # then equals the public Nystroem of the same kernel, and the Nystroem
+    # formula K(X, L) W^+ K(L, X) in NumPy.
+    from fastkern.large_n import nystroem_eigenpairs
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((120, 4))
+    named = {k: params[k] for k in ("gamma", "degree", "coef0") if k in params}
+    rest = {k: v for k, v in params.items() if k not in named}
+    spec = KernelSpec.from_params(kernel, **named, kernel_params=rest or None)
+    fit = nystroem_eigenpairs(X, spec, 3, 30, random_state=0)
+    assert fit.feature_map.kernel_spec_ is spec
+    public = Nystroem(kernel=kernel, n_components=30, random_state=0, **named,
+                      kernel_params=rest or None).fit(X)
+    Phi = fit.feature_map.transform(X)
+    np.testing.assert_array_equal(Phi, public.transform(X))
+    L = X[fit.feature_map.component_indices_]
+    K = spec.gram(X, L)
+    approx = K @ np.linalg.pinv(spec.gram(L), rcond=1e-12, hermitian=True) @ K.T
+    np.testing.assert_allclose(Phi @ Phi.T, approx, atol=1e-8 * np.abs(approx).max())
