@@ -1,5 +1,6 @@
 """fastkern bench --methods (benchmarks/_harness/methods.py, run from a source checkout):
 each case computes what its peer computes; absent peers skip."""
+import importlib
 import importlib.util
 
 import pytest
@@ -13,6 +14,14 @@ from harness_checkout import BENCH_DIR  # skips outside a source checkout
 from _harness import measuring, methods  # noqa: E402
 
 
+def _imports(package):
+    try:
+        importlib.import_module(package)
+    except Exception:  # noqa: BLE001 - a broken third-party install
+        return False
+    return True
+
+
 def test_every_installed_case_agrees_with_its_peer_and_absent_ones_are_skipped():
     rows = methods.run(scale=0.02, rounds=1)
     assert [r["name"] for r in rows] == [c.name for c in methods.CASES]
@@ -20,10 +29,31 @@ def test_every_installed_case_agrees_with_its_peer_and_absent_ones_are_skipped()
         if importlib.util.find_spec(case.package) is None:
             assert row["skipped"] == f"not installed (pip install {methods.PIP[case.package]})"
             continue
+        if not _imports(case.package):
+            assert row["skipped"].startswith("fails to import: "), row
+            continue
         assert row["difference"] < 1e-9, row
         assert row["ratio"] == pytest.approx(row["peer_seconds"] / row["fastkern"])
     # scikit-learn is a dependency: its cases always run.
     assert all("skipped" not in r for r in rows if "scikit-learn" in r["peer"])
+
+
+def test_a_peer_that_fails_to_import_is_skipped_with_its_error(tmp_path, monkeypatch):
+    # An installed peer whose import raises something other than ImportError
+    # (hyppo 0.5.2 on SciPy 1.17: AttributeError) is skipped, not fatal.
+    (tmp_path / "brokenpeer").mkdir()
+    (tmp_path / "brokenpeer" / "__init__.py").write_text(
+        "raise AttributeError('module has no attribute random')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    case = methods.Case("broken case", "brokenpeer Thing", "brokenpeer",
+                        lambda scale: pytest.fail("a broken peer must not be set up"))
+    monkeypatch.setattr(methods, "CASES", (case,))
+    monkeypatch.setitem(methods.PIP, "brokenpeer", "brokenpeer")
+    [row] = methods.run(scale=0.02, rounds=1)
+    assert row["skipped"] == ("fails to import: AttributeError: module has no attribute "
+                              "random")
+    assert "skipped broken case vs brokenpeer Thing: fails to import" in \
+        methods.format_rows([row])
 
 
 def test_cli_methods_table_lists_skipped_peers(tmp_path, monkeypatch):

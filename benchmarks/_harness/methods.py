@@ -9,7 +9,6 @@ to install; none of them is a fastkern dependency.  The sizes keep the
 slowest peer (cca-zoo's 2N x 2N eigenproblem, hyppo's Python permutation
 loop) to seconds; the full-size comparisons are in ``benchmarks/``.
 """
-import importlib.util
 import warnings
 from typing import Callable, NamedTuple
 
@@ -18,6 +17,7 @@ import numpy as np
 from fastkern.cli._table import fmt_time
 
 from _harness.measuring import side_by_side
+from _harness.peers import unavailable
 
 
 class Case(NamedTuple):
@@ -163,12 +163,12 @@ CASES = (
 
 def run(*, scale=1.0, rounds=3, progress=None):
     """One row per case: dict(name, peer, size, fastkern, peer_seconds, ratio, difference),
-    or dict(name, peer, skipped=reason) when the peer is not installed."""
+    or dict(name, peer, skipped=reason) when the peer is not installed or fails to import."""
     rows = []
     for case in CASES:
-        if importlib.util.find_spec(case.package) is None:
-            rows.append(dict(name=case.name, peer=case.peer,
-                             skipped=f"not installed (pip install {PIP[case.package]})"))
+        reason = unavailable(case.package, PIP[case.package])
+        if reason is not None:
+            rows.append(dict(name=case.name, peer=case.peer, skipped=reason))
             continue
         if progress is not None:
             progress(case.name)

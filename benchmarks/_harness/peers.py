@@ -10,6 +10,7 @@ product.  JIT compilation (numba) and pykeops' C++ build happen in the
 untimed warm-up run of each measurement.
 """
 import contextlib
+import io
 
 import numpy as np
 
@@ -66,8 +67,6 @@ def numexpr_rbf_gram(X, gamma):
 def _pykeops_lazy_tensor():
     # pykeops prints to stdout on import (no CUDA found) and when it builds a
     # formula; that would land in the middle of the bench table.
-    import io
-
     with contextlib.redirect_stdout(io.StringIO()):
         import pykeops
         from pykeops.numpy import LazyTensor
@@ -133,17 +132,32 @@ def peer_threads(impl, n_threads):
         yield
 
 
-def peer_status():
-    """{peer: None if its package is installed, else why it is skipped}."""
+def unavailable(package, pip_name=None):
+    """Why a peer's package cannot run here, or None if it imports.
+
+    Not installed, or installed but failing at import (hyppo 0.5.2 with SciPy
+    1.17 raises AttributeError there): a broken peer is skipped with its
+    error rather than ending the run.
+    """
+    import importlib
     import importlib.util
 
-    status = {}
-    for name in PEERS:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found = False
-        status[name] = None if found else f"not installed (pip install {name})"
-    return status
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return f"not installed (pip install {pip_name or package})"
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            importlib.import_module(package)
+    except Exception as exc:  # noqa: BLE001 - any failure of a third-party import
+        return f"fails to import: {type(exc).__name__}: {exc}"
+    return None
+
+
+def peer_status():
+    """{peer: None if its package imports, else why it is skipped}."""
+    return {name: unavailable(name) for name in PEERS}
 
 
