@@ -2,7 +2,9 @@
 
 Run by docs/conf.py at every build (no benchmark is run then), or by hand:
 ``python docs/benchmarks/make_plots.py [DATA_DIR [OUT_DIR]]`` (with fastkern
-importable: the cells' units are fastkern.cli._table's).
+importable: the cells' units are fastkern.cli._table's).  ``make_plots.py
+--readme`` redraws README's figure, docs/bench.png, from the latest saved
+``benchmarks/bench_time_vs_n.py`` run.
 
 Input: every ``*.json`` file in DATA_DIR, each the output of ``fastkern bench
 --json FILE`` (see docs/benchmarks.rst, "Format of the saved results"), with
@@ -126,6 +128,15 @@ def _series(best, threads, field):
     return out
 
 
+def _spaced(sizes, min_ratio=1.5):
+    """The sizes to label on a log axis: labels of sizes closer than min_ratio overlap."""
+    kept = []
+    for n in sizes:
+        if not kept or n >= kept[-1] * min_ratio:
+            kept.append(n)
+    return kept
+
+
 def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
     """Log-log plot of `field` against N, a panel per task, a line per implementation."""
     import matplotlib.ticker
@@ -152,7 +163,7 @@ def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
                     linewidth=2.2 if impl == "fastkern" else 1.2)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xticks(_spaced(sizes), [f"{n:,}" for n in _spaced(sizes)])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(TASK_TITLES[task])
         ax.set_xlabel("N (samples)")
@@ -299,7 +310,8 @@ def _time(s):
     return fmt_time(s, micro="µs")
 
 
-def section_time_vs_n(doc, out_dir, h):
+def _time_vs_n_best(doc):
+    """(task, impl, n, None) -> the fastest row of a bench_time_vs_n.py document."""
     best = {}
     for row in doc["results"]:
         if row["time_s"] is None:
@@ -307,10 +319,30 @@ def section_time_vs_n(doc, out_dir, h):
         key = (row["task"], row["impl"], row["n"], None)
         if key not in best or row["time_s"] < best[key]["time_s"]:
             best[key] = row
+    return best
+
+
+def _plot_time_vs_n(doc, path):
+    d = doc.get("settings", {}).get("d")
+    return plot_against_n(_time_vs_n_best(doc), None, "time_s", "time (s)", path,
+                          f"time against N, d={d}, default threads")
+
+
+def readme_figure(data_dir, path):
+    """README's figure: the latest saved bench_time_vs_n.py run of the first machine."""
+    for docs in load_scripts(data_dir).values():
+        if "time_vs_n" in docs:
+            doc = docs["time_vs_n"]
+            if _plot_time_vs_n(doc, Path(path)):
+                return doc
+    raise ValueError(f"no time-against-N results of bench_time_vs_n.py in {data_dir}")
+
+
+def section_time_vs_n(doc, out_dir, h):
+    best = _time_vs_n_best(doc)
     name = f"time_vs_n_scripts_{h}.png"
     d = doc.get("settings", {}).get("d")
-    if not plot_against_n(best, None, "time_s", "time (s)", out_dir / name,
-                          f"time against N, d={d}, default threads"):
+    if not _plot_time_vs_n(doc, out_dir / name):
         return ["No time-against-N results are in the saved document.", ""]
     lines = [f"``{doc['command']}``: each library's faster setting at each N, d = {d}, "
              "default thread counts (fastkern's solver in the table).", ""]
@@ -379,7 +411,7 @@ def section_sizes(doc, out_dir, h):
         ax.set_xscale("log")
         ax.set_yscale("log")
         sizes = sorted({r["n"] for r in rows if r["task"] == task})
-        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xticks(_spaced(sizes), [f"{n:,}" for n in _spaced(sizes)])
         ax.minorticks_off()
         ax.set_title(SCRIPT_TASKS[task])
         ax.set_xlabel("N (samples)")
@@ -612,6 +644,10 @@ def build(data_dir, out_dir):
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
+    if sys.argv[1:2] == ["--readme"]:
+        # README's figure, docs/bench.png, redrawn after a new time-against-N run.
+        print(readme_figure(here / "data", here.parent / "bench.png")["name"])
+        sys.exit()
     data = Path(sys.argv[1]) if len(sys.argv) > 1 else here / "data"
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else here / "_generated"
     print(build(data, out))
