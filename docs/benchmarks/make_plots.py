@@ -296,6 +296,8 @@ def _list_table(head, rows):
         return []
     lines = [".. list-table::", "   :header-rows: 1", ""]
     for row in (tuple(head),) + tuple(tuple(r) for r in rows):
+        # A cell of "-" alone would be read as a nested bullet list.
+        row = ["\u2014" if str(cell) == "-" else cell for cell in row]
         lines.append("   * - " + str(row[0]))
         lines += [f"     - {cell}" for cell in row[1:]]
     return lines + [""]
@@ -413,6 +415,7 @@ def section_sizes(doc, out_dir, h):
         sizes = sorted({r["n"] for r in rows if r["task"] == task})
         ax.set_xticks(_spaced(sizes), [f"{n:,}" for n in _spaced(sizes)])
         ax.minorticks_off()
+        _ratio_ticks(ax)
         ax.set_title(SCRIPT_TASKS[task])
         ax.set_xlabel("N (samples)")
         ax.grid(True, which="both", alpha=0.3)
@@ -443,6 +446,18 @@ def section_sizes(doc, out_dir, h):
                                + (f"; {failed} failed" if failed else "")))
     lines += _list_table(("task", "N", "lowest ratio", "highest ratio"), table_rows)
     return lines + _notes(doc)
+
+
+def _ratio_ticks(ax):
+    """Plain numbers on a log axis of ratios, enough of them on one that spans little."""
+    import matplotlib.ticker
+
+    low, high = ax.get_ylim()
+    subs = (1.0, 2.0, 5.0) if high / low >= 4 else (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0,
+                                                     6.0, 7.0, 8.0, 9.0)
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _bars(ax, labels, groups, target, ylabel):
@@ -485,6 +500,7 @@ def section_busy(doc, out_dir, h):
     axes[1].set_title("speed-up over the peer (scikit-learn)")
     for ax in axes:
         ax.set_yscale("log")
+        _ratio_ticks(ax)
     name = f"busy_{h}.png"
     _save(fig, out_dir / name)
     count = doc.get("settings", {}).get("competitors", "?")
@@ -596,12 +612,13 @@ def build(data_dir, out_dir):
     hosts = defaultdict(list)
     for run in runs:
         hosts[host_key(run)].append(run)
-    lines = []
-    script_lines = build_scripts(data_dir, out_dir, len(hosts))
-    if not runs and not script_lines:
+    # The scripts' sections first: they are the newer runs, and a reader takes
+    # the first plots on the page for the current ones.
+    lines = build_scripts(data_dir, out_dir, len(hosts))
+    if not runs and not lines:
         lines += ["No saved results are in ``docs/benchmarks/data`` yet.", ""]
     for h, (key, host_runs) in enumerate(hosts.items()):
-        title = host_runs[0]["host"].get("cpu") or key
+        title = f"{host_runs[0]['host'].get('cpu') or key}: fastkern bench --full"
         lines += [title, "-" * len(title), "", describe(host_runs), ""]
         best = best_rows(host_runs)
         threads = default_threads(host_runs)
@@ -637,7 +654,6 @@ def build(data_dir, out_dir):
             lines += _figure(name, "peak memory against N for each implementation")
         else:
             lines += ["No memory results are saved for this machine.", ""]
-    lines += script_lines
     (out_dir / "results.rst").write_text("\n".join(lines), encoding="utf-8")
     return out_dir / "results.rst"
 
