@@ -1,4 +1,5 @@
-"""The gallery scripts in docs/examples run to the end, draw figures without empty panels, and warn about nothing.
+"""The gallery scripts in docs/examples run to the end, draw figures without
+empty panels, and warn about nothing.
 
 The documentation is built with ``sphinx -W``, which executes every
 ``plot_*.py``; here each script runs alone in a fresh interpreter (the
