@@ -1,4 +1,5 @@
-"""The gallery scripts in docs/examples run to the end, draw a figure and warn about nothing.
+"""The gallery scripts in docs/examples run to the end, draw figures without
+empty panels, and warn about nothing.
 
 The documentation is built with ``sphinx -W``, which executes every
 ``plot_*.py``; here each script runs alone in a fresh interpreter (the
@@ -41,18 +42,34 @@ def _environment():
 
 
 def _run_and_render(path):
-    # Run the script as sphinx-gallery does (as __main__), then render every
-    # open figure: a script that draws nothing fails, and so does a figure
-    # that cannot be drawn.
+    # Run the script as sphinx-gallery does: cell by cell ("# %%"), as
+    # __main__, rendering and closing every open figure after each cell.  The
+    # gallery shows a figure as it is at the end of the cell that made it, so
+    # axes left empty there (to be drawn in a later cell) are empty on the
+    # page.  A script that draws nothing fails, and so does a figure that
+    # cannot be drawn.
     return (
-        "import io, runpy, sys\n"
+        "import io, re, sys\n"
         "import matplotlib.pyplot as plt\n"
-        f"sys.argv = [{str(path)!r}]\n"
-        f"runpy.run_path({str(path)!r}, run_name='__main__')\n"
-        "numbers = plt.get_fignums()\n"
-        "assert numbers, 'the example drew no figure'\n"
-        "for n in numbers:\n"
-        "    plt.figure(n).savefig(io.BytesIO(), format='png')\n"
+        f"path = {str(path)!r}\n"
+        "sys.argv = [path]\n"
+        "source = open(path, encoding='utf-8').read()\n"
+        "starts = [0] + [m.start() for m in re.finditer(r'^# %%', source, flags=re.M)]\n"
+        "namespace = {'__name__': '__main__', '__file__': path}\n"
+        "drawn = 0\n"
+        "for cell, (a, b) in enumerate(zip(starts, starts[1:] + [len(source)])):\n"
+        "    # Padded with newlines so that tracebacks give the file's line numbers.\n"
+        "    code = '\\n' * source.count('\\n', 0, a) + source[a:b]\n"
+        "    exec(compile(code, path, 'exec'), namespace)\n"
+        "    for n in plt.get_fignums():\n"
+        "        fig = plt.figure(n)\n"
+        "        fig.savefig(io.BytesIO(), format='png')\n"
+        "        empty = [ax.get_title() or str(i) for i, ax in enumerate(fig.axes)\n"
+        "                 if ax.get_visible() and not ax.has_data()]\n"
+        "        assert not empty, f'cell {cell} leaves empty axes {empty} in its figure'\n"
+        "        drawn += 1\n"
+        "    plt.close('all')\n"
+        "assert drawn, 'the example drew no figure'\n"
     )
 
 

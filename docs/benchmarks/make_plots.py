@@ -2,7 +2,9 @@
 
 Run by docs/conf.py at every build (no benchmark is run then), or by hand:
 ``python docs/benchmarks/make_plots.py [DATA_DIR [OUT_DIR]]`` (with fastkern
-importable: the cells' units are fastkern.cli._table's).
+importable: the cells' units are fastkern.cli._table's).  ``make_plots.py
+--readme`` redraws README's figure, docs/bench.png, from the latest saved
+``benchmarks/bench_time_vs_n.py`` run.
 
 Input: every ``*.json`` file in DATA_DIR, each the output of ``fastkern bench
 --json FILE`` (see docs/benchmarks.rst, "Format of the saved results"), with
@@ -126,6 +128,15 @@ def _series(best, threads, field):
     return out
 
 
+def _spaced(sizes, min_ratio=1.5):
+    """The sizes to label on a log axis: labels of sizes closer than min_ratio overlap."""
+    kept = []
+    for n in sizes:
+        if not kept or n >= kept[-1] * min_ratio:
+            kept.append(n)
+    return kept
+
+
 def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
     """Log-log plot of `field` against N, a panel per task, a line per implementation."""
     import matplotlib.ticker
@@ -152,7 +163,7 @@ def plot_against_n(best, threads, field, ylabel, path, title, scale=1.0):
                     linewidth=2.2 if impl == "fastkern" else 1.2)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xticks(_spaced(sizes), [f"{n:,}" for n in _spaced(sizes)])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_title(TASK_TITLES[task])
         ax.set_xlabel("N (samples)")
@@ -285,6 +296,8 @@ def _list_table(head, rows):
         return []
     lines = [".. list-table::", "   :header-rows: 1", ""]
     for row in (tuple(head),) + tuple(tuple(r) for r in rows):
+        # A cell of "-" alone would be read as a nested bullet list.
+        row = ["\u2014" if str(cell) == "-" else cell for cell in row]
         lines.append("   * - " + str(row[0]))
         lines += [f"     - {cell}" for cell in row[1:]]
     return lines + [""]
@@ -299,7 +312,8 @@ def _time(s):
     return fmt_time(s, micro="µs")
 
 
-def section_time_vs_n(doc, out_dir, h):
+def _time_vs_n_best(doc):
+    """(task, impl, n, None) -> the fastest row of a bench_time_vs_n.py document."""
     best = {}
     for row in doc["results"]:
         if row["time_s"] is None:
@@ -307,10 +321,30 @@ def section_time_vs_n(doc, out_dir, h):
         key = (row["task"], row["impl"], row["n"], None)
         if key not in best or row["time_s"] < best[key]["time_s"]:
             best[key] = row
+    return best
+
+
+def _plot_time_vs_n(doc, path):
+    d = doc.get("settings", {}).get("d")
+    return plot_against_n(_time_vs_n_best(doc), None, "time_s", "time (s)", path,
+                          f"time against N, d={d}, default threads")
+
+
+def readme_figure(data_dir, path):
+    """README's figure: the latest saved bench_time_vs_n.py run of the first machine."""
+    for docs in load_scripts(data_dir).values():
+        if "time_vs_n" in docs:
+            doc = docs["time_vs_n"]
+            if _plot_time_vs_n(doc, Path(path)):
+                return doc
+    raise ValueError(f"no time-against-N results of bench_time_vs_n.py in {data_dir}")
+
+
+def section_time_vs_n(doc, out_dir, h):
+    best = _time_vs_n_best(doc)
     name = f"time_vs_n_scripts_{h}.png"
     d = doc.get("settings", {}).get("d")
-    if not plot_against_n(best, None, "time_s", "time (s)", out_dir / name,
-                          f"time against N, d={d}, default threads"):
+    if not _plot_time_vs_n(doc, out_dir / name):
         return ["No time-against-N results are in the saved document.", ""]
     lines = [f"``{doc['command']}``: each library's faster setting at each N, d = {d}, "
              "default thread counts (fastkern's solver in the table).", ""]
@@ -379,8 +413,9 @@ def section_sizes(doc, out_dir, h):
         ax.set_xscale("log")
         ax.set_yscale("log")
         sizes = sorted({r["n"] for r in rows if r["task"] == task})
-        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xticks(_spaced(sizes), [f"{n:,}" for n in _spaced(sizes)])
         ax.minorticks_off()
+        _ratio_ticks(ax)
         ax.set_title(SCRIPT_TASKS[task])
         ax.set_xlabel("N (samples)")
         ax.grid(True, which="both", alpha=0.3)
@@ -411,6 +446,18 @@ def section_sizes(doc, out_dir, h):
                                + (f"; {failed} failed" if failed else "")))
     lines += _list_table(("task", "N", "lowest ratio", "highest ratio"), table_rows)
     return lines + _notes(doc)
+
+
+def _ratio_ticks(ax):
+    """Plain numbers on a log axis of ratios, enough of them on one that spans little."""
+    import matplotlib.ticker
+
+    low, high = ax.get_ylim()
+    subs = (1.0, 2.0, 5.0) if high / low >= 4 else (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0,
+                                                     6.0, 7.0, 8.0, 9.0)
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _bars(ax, labels, groups, target, ylabel):
@@ -453,6 +500,7 @@ def section_busy(doc, out_dir, h):
     axes[1].set_title("speed-up over the peer (scikit-learn)")
     for ax in axes:
         ax.set_yscale("log")
+        _ratio_ticks(ax)
     name = f"busy_{h}.png"
     _save(fig, out_dir / name)
     count = doc.get("settings", {}).get("competitors", "?")
@@ -564,12 +612,13 @@ def build(data_dir, out_dir):
     hosts = defaultdict(list)
     for run in runs:
         hosts[host_key(run)].append(run)
-    lines = []
-    script_lines = build_scripts(data_dir, out_dir, len(hosts))
-    if not runs and not script_lines:
+    # The scripts' sections first: they are the newer runs, and a reader takes
+    # the first plots on the page for the current ones.
+    lines = build_scripts(data_dir, out_dir, len(hosts))
+    if not runs and not lines:
         lines += ["No saved results are in ``docs/benchmarks/data`` yet.", ""]
     for h, (key, host_runs) in enumerate(hosts.items()):
-        title = host_runs[0]["host"].get("cpu") or key
+        title = f"{host_runs[0]['host'].get('cpu') or key}: fastkern bench --full"
         lines += [title, "-" * len(title), "", describe(host_runs), ""]
         best = best_rows(host_runs)
         threads = default_threads(host_runs)
@@ -605,13 +654,16 @@ def build(data_dir, out_dir):
             lines += _figure(name, "peak memory against N for each implementation")
         else:
             lines += ["No memory results are saved for this machine.", ""]
-    lines += script_lines
     (out_dir / "results.rst").write_text("\n".join(lines), encoding="utf-8")
     return out_dir / "results.rst"
 
 
 if __name__ == "__main__":
     here = Path(__file__).resolve().parent
+    if sys.argv[1:2] == ["--readme"]:
+        # README's figure, docs/bench.png, redrawn after a new time-against-N run.
+        print(readme_figure(here / "data", here.parent / "bench.png")["name"])
+        sys.exit()
     data = Path(sys.argv[1]) if len(sys.argv) > 1 else here / "data"
     out = Path(sys.argv[2]) if len(sys.argv) > 2 else here / "_generated"
     print(build(data, out))

@@ -48,31 +48,33 @@ for g, m in models.items():
 # to the noise variance 0.09 (dotted line), the best any model can do; for
 # every gamma, a large alpha shrinks the fit towards zero and the error
 # rises.
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
 for g, m in models.items():
     curve = m.loo_errors_.mean(axis=0)
-    (line,) = axes[0].loglog(alphas, curve, label=f"gamma={g:g}")
-    axes[0].plot(m.alpha_, -m.best_score_, "o", color=line.get_color())
-axes[0].axhline(0.09, color="gray", linestyle=":", label="noise variance")
-axes[0].set_xlabel("alpha")
-axes[0].set_ylabel("mean squared leave-one-out error")
-axes[0].set_title("Leave-one-out error against alpha")
-axes[0].legend()
+    (line,) = ax.loglog(alphas, curve, label=f"gamma={g:g}")
+    ax.plot(m.alpha_, -m.best_score_, "o", color=line.get_color())
+ax.axhline(0.09, color="gray", linestyle=":", label="noise variance")
+ax.set_xlabel("alpha")
+ax.set_ylabel("mean squared leave-one-out error")
+ax.set_title("Leave-one-out error against alpha")
+ax.legend()
+fig.tight_layout()
 
 # %%
 # The selected fit
 # ----------------
 # The model with the lowest leave-one-out error over the whole (gamma,
-# alpha) grid, drawn over the data (right panel of the figure).
+# alpha) grid, drawn over the data.
 best_gamma = min(models, key=lambda g: -models[g].best_score_)
 best = models[best_gamma]
 X_plot = np.linspace(-3, 3, 400)[:, None]
-axes[1].scatter(X[:, 0], y, s=6, color="gray", label="data")
-axes[1].plot(X_plot[:, 0], np.sin(3 * X_plot[:, 0]) + 0.5 * X_plot[:, 0], "k--",
-             label="true function")
-axes[1].plot(X_plot[:, 0], best.predict(X_plot), color="C3",
-             label=f"gamma={best_gamma:g}, alpha={best.alpha_:.1e}")
-axes[1].set_title("Selected model")
-axes[1].legend()
+fig, ax = plt.subplots(figsize=(6.5, 4.2))
+ax.scatter(X[:, 0], y, s=6, color="gray", label="data")
+ax.plot(X_plot[:, 0], np.sin(3 * X_plot[:, 0]) + 0.5 * X_plot[:, 0], "k--",
+        label="true function")
+ax.plot(X_plot[:, 0], best.predict(X_plot), color="C3",
+        label=f"gamma={best_gamma:g}, alpha={best.alpha_:.1e}")
+ax.set_title("Selected model")
+ax.legend()
 fig.tight_layout()
 plt.show()

@@ -55,24 +55,26 @@ print(sequences[-1])
 # motif sequences, so their block (bottom right) is brighter than the rest:
 # the two groups are visible in the kernel itself.
 K = Spectrum(k=4)(sequences)
-fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-im = axes[0].imshow(K, cmap="viridis", vmax=np.quantile(K, 0.99))
-axes[0].set_title("Spectrum kernel, k=4 (rows: 60 random, 60 with motif)")
-fig.colorbar(im, ax=axes[0], fraction=0.046)
+fig, ax = plt.subplots(figsize=(6, 5))
+im = ax.imshow(K, cmap="viridis", vmax=np.quantile(K, 0.99))
+ax.set_title("Spectrum kernel, k=4 (rows: 60 random, 60 with motif)")
+fig.colorbar(im, ax=ax, fraction=0.046)
+fig.tight_layout()
 
 # %%
 # Kernel PCA directly on strings
 # ------------------------------
 # fastkern's estimators accept a string kernel object as ``kernel`` and a
 # list of strings as X.  The first kernel principal component of the
-# spectrum kernel already splits the two groups (right panel).
+# spectrum kernel already splits the two groups.
 Z = KernelPCA(n_components=2, kernel=Spectrum(k=4)).fit_transform(sequences)
+fig, ax = plt.subplots(figsize=(6, 4.2))
 for label, name in [(0, "random"), (1, "with motif")]:
-    axes[1].scatter(*Z[labels == label].T, s=12, label=name)
-axes[1].set_xlabel("component 1")
-axes[1].set_ylabel("component 2")
-axes[1].set_title("Kernel PCA with the spectrum kernel")
-axes[1].legend()
+    ax.scatter(*Z[labels == label].T, s=12, label=name)
+ax.set_xlabel("component 1")
+ax.set_ylabel("component 2")
+ax.set_title("Kernel PCA with the spectrum kernel")
+ax.legend()
 fig.tight_layout()
 
 # %%
