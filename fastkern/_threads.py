@@ -23,7 +23,9 @@ One module owns the thread policy:
 import functools
 import numbers
 import os
+import sys
 import threading
+import time
 
 _controller = None
 _controller_lock = threading.Lock()
@@ -188,6 +190,9 @@ def _wait_for_workers():
                 _deferred.clear()
                 break
         worker.join(0.05)
+        if not worker.is_alive():
+            # Marked stopped by an interrupted join, yet still in its call.
+            time.sleep(0.01)
     for limiter in deferred:
         limiter.restore_original_limits()
 
@@ -278,6 +283,46 @@ def _largest_array(args):
                default=0)
 
 
+def lapack_running():
+    """Whether a LAPACK call that Ctrl-C left behind still runs in the background."""
+    # Membership, not is_alive(): CPython 3.11's Thread.join, interrupted,
+    # can mark a thread that still runs as stopped (bpo-45274); a worker
+    # leaves the set when its call returns.
+    with _workers_lock:
+        return bool(_workers - {threading.current_thread()})
+
+
+def exit_now(status):
+    """End the process with status at once (stdio flushed) if an interrupted
+    LAPACK call still runs; return otherwise.  The interpreter's normal exit
+    unloads OpenBLAS while the call uses it: that hung or segfaulted (fastkern
+    cca interrupted in KernelCCA's eigh at n=4000: a segfault in 3 runs of 4)."""
+    if lapack_running():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed or broken: nothing left to keep
+                pass
+        os._exit(status)
+
+
+@functools.lru_cache(maxsize=None)
+def _exit_hook_once():
+    import atexit
+
+    atexit.register(_at_exit)
+
+
+def _at_exit():
+    """At interpreter exit, wait for an interrupted LAPACK call still running:
+    the exit would unload OpenBLAS under it (the process hung or segfaulted),
+    and the exit status is not known here, so exit_now cannot be used.  Not
+    after an uncaught KeyboardInterrupt (sys.last_value): Python then kills
+    itself by SIGINT after atexit, before any library is unloaded."""
+    if not isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        _wait_for_workers()
+
+
 def interruptible(fn, *args, **kwargs):
     """fn(*args, **kwargs), run so that Ctrl-C raises KeyboardInterrupt at once.
 
@@ -311,6 +356,7 @@ def interruptible(fn, *args, **kwargs):
     worker = threading.Thread(target=work, name="fastkern-lapack", daemon=True)
     with _workers_lock:
         _workers.add(worker)
+        _exit_hook_once()
     try:
         worker.start()
     except BaseException:

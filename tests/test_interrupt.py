@@ -275,6 +275,86 @@ def test_interrupted_cholesky_leaves_blas_usable_and_exits(tmp_path):
     assert out.split() == ["interrupted", "refit", "True"]
 
 
+# KernelCCA on one BLAS thread, interrupted in its eigh (seconds at n=N).
+_LAPACK_AT_EXIT = """
+import os, signal, sys, threading, numpy as np, fastkern
+from fastkern import cca
+real = cca.interruptible
+def spy(*a, **k):
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    print('lapack', flush=True)
+    return real(*a, **k)
+cca.interruptible = spy
+rng = np.random.default_rng(0)
+N = int(sys.argv[1])
+X, Y = rng.normal(size=(N, 5)), rng.normal(size=(N, 3))
+"""
+
+
+def _run_past_lapack(tmp_path, body, n, timeout=60):
+    """Run the script, and return (seconds from its 'lapack' line to its end,
+    stdout, stderr, status)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "lapack_exit.py"
+    script.write_text(_LAPACK_AT_EXIT + body)
+    proc = subprocess.Popen([sys.executable, str(script), str(n)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert proc.stdout.readline().strip() == "lapack"
+        start = time.perf_counter()
+        out, err = proc.communicate(timeout=timeout)
+        return time.perf_counter() - start, out, err, proc.returncode
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_uncaught_ctrl_c_in_lapack_ends_the_process_at_once(tmp_path):
+    """An uncaught interrupt ends the script as Python does, the traceback
+    and then killed by SIGINT, without waiting for the eigh left running
+    (the wait at exit for a caught one must not apply here)."""
+    elapsed, out, err, status = _run_past_lapack(
+        tmp_path, "fastkern.KernelCCA(solver='dense', n_threads=1).fit(X, Y)\n"
+                  "print('finished', flush=True)\n", 4000)
+    assert out == ""
+    assert err.rstrip().endswith("KeyboardInterrupt")
+    assert status == -signal.SIGINT
+    assert elapsed < 0.3 + LATENCY
+
+
+def test_caught_ctrl_c_in_lapack_then_a_normal_exit_does_not_crash(tmp_path):
+    """A script that catches the interrupt and ends normally: the exit waits
+    for the eigh left running instead of unloading OpenBLAS under it (a
+    segfault in about one run of three).  Three runs."""
+    for _ in range(3):
+        _, out, err, status = _run_past_lapack(
+            tmp_path, "try:\n"
+                      "    fastkern.KernelCCA(solver='dense', n_threads=1).fit(X, Y)\n"
+                      "except KeyboardInterrupt:\n"
+                      "    print('interrupted', flush=True)\n", 2500, timeout=300)
+        assert (status, out.split()) == (0, ["interrupted"]), err
+
+
+def test_cli_ctrl_c_in_lapack_exits_130_at_once(tmp_path):
+    """fastkern cca interrupted in its eigh (tens of seconds at n=4000 on one
+    thread): one line and status 130 at once; its exit segfaulted (OpenBLAS
+    unloaded under the call) in three runs of four."""
+    np.savetxt(tmp_path / "d.csv", np.random.default_rng(0).normal(size=(4000, 8)),
+               delimiter=",", header="a,b,c,d,e,f,g,h", comments="")
+    elapsed, out, err, status = _run_past_lapack(
+        tmp_path, "from fastkern.cli import main\n"
+                  "sys.exit(main(['cca', 'd.csv', '--x-columns', 'a,b,c,d,e', "
+                  "'--y-columns', 'f,g,h', '--solver', 'dense', '--threads', '1', "
+                  "'--out', 'cv.csv']))\n", 4000)
+    assert err.strip() == "fastkern cca: interrupted"
+    assert status == 130
+    assert elapsed < 0.3 + LATENCY
+    assert not (tmp_path / "cv.csv").exists()
+
+
 def _join_lapack_workers(timeout=600):
     """Wait for the LAPACK calls an interrupt left running in the background.
 

@@ -26,6 +26,71 @@ def test_too_many_threads_is_a_value_error_naming_n_threads(bad):
         fastkern.KernelRidge(n_threads=bad).fit(X, X[:, 0])
 
 
+def _entry_points():
+    """name -> a call of that public entry point with n_threads=t, on small valid data."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.random((30, 3)), rng.random((30, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    strings = ["abcab", "bcabc", "cabca"]
+    sets, counts = [{"a", "b"}, {"b"}], [{"a": 1.0}, {"a": 2.0, "b": 1.0}]
+    graphs = [(np.array([[0, 1], [1, 0]]), ["a", "b"])] * 2
+    calls = {
+        "KernelCCA": lambda t: fastkern.KernelCCA(n_threads=t).fit(X, Y),
+        "KernelCenterer": lambda t: fastkern.KernelCenterer(n_threads=t).fit(X @ X.T),
+        "KernelFDA": lambda t: fastkern.KernelFDA(n_threads=t).fit(X, y),
+        "KernelPCA": lambda t: fastkern.KernelPCA(2, n_threads=t).fit(X),
+        "KernelRidge": lambda t: fastkern.KernelRidge(n_threads=t).fit(X, y),
+        "KernelRidgeCV": lambda t: fastkern.KernelRidgeCV(n_threads=t).fit(X, y),
+        "KernelSIR": lambda t: fastkern.KernelSIR(n_threads=t).fit(X, X[:, 0]),
+        "Nystroem": lambda t: fastkern.Nystroem(n_components=5, n_threads=t).fit(X),
+        "SlicedInverseRegression":
+            lambda t: fastkern.SlicedInverseRegression(n_threads=t).fit(X, X[:, 0]),
+        "AllSubstrings": lambda t: fastkern.AllSubstrings()(strings, n_threads=t),
+        "BoundedRange": lambda t: fastkern.BoundedRange(3)(strings, n_threads=t),
+        "ExponentialDecay": lambda t: fastkern.ExponentialDecay()(strings, n_threads=t),
+        "Spectrum": lambda t: fastkern.Spectrum(2)(strings, n_threads=t),
+        "Subsequence": lambda t: fastkern.Subsequence(2)(strings, n_threads=t),
+        "Substring": lambda t: fastkern.Substring(2)(strings, n_threads=t),
+        "Jaccard": lambda t: fastkern.Jaccard()(sets, n_threads=t),
+        "SetIntersection": lambda t: fastkern.SetIntersection()(sets, n_threads=t),
+        "MinMax": lambda t: fastkern.MinMax()(counts, n_threads=t),
+        "WeisfeilerLehman": lambda t: fastkern.WeisfeilerLehman()(graphs, n_threads=t),
+        "center_gram": lambda t: fastkern.center_gram(X @ X.T, n_threads=t),
+        "hsic_test": lambda t: fastkern.hsic_test(X, Y, n_permutations=10, n_threads=t),
+        "mmd_test": lambda t: fastkern.mmd_test(X, X + 1, n_permutations=10, n_threads=t),
+        "linear_mmd_test": lambda t: fastkern.linear_mmd_test(X, X + 1, n_threads=t),
+        "incomplete_cholesky": lambda t: fastkern.incomplete_cholesky(X, n_threads=t),
+        "pairwise_kernels": lambda t: fastkern.pairwise_kernels(X, metric="rbf", n_threads=t),
+    }
+    for name in fastkern.__all__:
+        if name.endswith(("_kernel", "_similarity")) and name not in calls:
+            calls[name] = (lambda f: lambda t: f(X, n_threads=t))(getattr(fastkern, name))
+    return calls
+
+
+def _takes_n_threads(obj):
+    import inspect
+
+    funcs = [obj.__init__, getattr(obj, "__call__", None)] if inspect.isclass(obj) else [obj]
+    return any("n_threads" in inspect.signature(f).parameters for f in funcs if f is not None)
+
+
+def test_every_public_entry_point_with_n_threads_is_checked_below():
+    takes = {name for name in fastkern.__all__ if _takes_n_threads(getattr(fastkern, name))}
+    assert takes == set(_entry_points())
+
+
+@pytest.mark.parametrize("name", sorted(_entry_points()))
+def test_every_entry_point_refuses_too_many_threads_by_name(name):
+    # The count is refused before any thread starts: 100000 segfaulted in
+    # the Gram's first touch, 50000 aborted in libgomp, 2**40 overflowed.
+    call = _entry_points()[name]
+    for bad in (4097, 50_000, 100_000, 2**40):
+        with pytest.raises(ValueError, match="n_threads"):
+            call(bad)
+    call(4096)
+
+
 @pytest.mark.parametrize("bad", [0, -1])
 def test_non_positive_threads_is_a_value_error(bad):
     with pytest.raises(ValueError, match="n_threads"):

@@ -83,6 +83,10 @@ def main(argv=None):
         # One line, no traceback; the outputs' temporary files are already
         # gone (Outputs.__exit__ ran on the way out).
         print(f"{command}: interrupted", file=sys.stderr)
+        if "fastkern._threads" in sys.modules:
+            # An eigensolver's LAPACK call may run on in the background; the
+            # interpreter's exit would wait for it (minutes), or crash.
+            sys.modules["fastkern._threads"].exit_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except CLIError as exc:
         print(f"{command}: error: {exc}", file=sys.stderr)
