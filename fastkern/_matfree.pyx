@@ -155,7 +155,7 @@ def kernel_product(const floating[:, ::1] X, const floating[:, ::1] Z,
                                    i0, bi, c0, c1, &spec, symmetric, tp + tid * TILE * TILE,
                                    dtp + tid * dld)
         if progress is not None:
-            progress(r1 / nblocks)
+            progress(<double> r1 / nblocks)
     return np.asarray(out)
 
 

@@ -402,13 +402,15 @@ def test_progress_reports_every_pass_from_0_to_1(kernel):
     """Each pass over K (the tile loop, or the row blocks of a composed kernel) is reported."""
     from fastkern.large_n import reporting_progress
 
-    X = np.random.default_rng(3).normal(size=(600, 4))
+    X = np.random.default_rng(3).normal(size=(1100, 4))
     calls = []
+    # One thread: the transform's 1100 rows are 5 row blocks in groups of 4, so
+    # its pass reports a fraction between 0 and 1.
     est = KernelPCA(n_components=3, kernel=kernel, gamma=0.1, eigen_solver="matrix-free",
-                    tol=1e-8)
+                    tol=1e-8, n_threads=1)
     with reporting_progress(lambda label, fraction: calls.append((label, fraction))):
         est.fit(X)
-        est.transform(X[:7])
+        est.transform(X)
     labels = list(dict.fromkeys(label for label, _ in calls))
     # The first pass also gives the row means (a column of ones in its block).
     assert labels[0] == "pass 1" and labels[-1] == "transform"
@@ -418,9 +420,10 @@ def test_progress_reports_every_pass_from_0_to_1(kernel):
         fractions = [f for lab, f in calls if lab == label]
         assert fractions[0] == 0 and fractions[-1] == 1
         assert np.all(np.diff(fractions) > 0)
+    assert len([f for lab, f in calls if lab == "transform"]) > 2
     # Without a sink nothing is reported, and the results are the same.
     again = KernelPCA(n_components=3, kernel=kernel, gamma=0.1, eigen_solver="matrix-free",
-                      tol=1e-8).fit(X)
+                      tol=1e-8, n_threads=1).fit(X)
     np.testing.assert_allclose(again.eigenvalues_, est.eigenvalues_)
 
 
