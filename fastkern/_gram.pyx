@@ -527,7 +527,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
          int kind, const double[::1] params, bint symmetric,
          bint direct, int n_threads, bint dot=False,
          floating[::1] packed=None, const Py_ssize_t[::1] row_start=None,
-         Py_ssize_t strip=0):
+         Py_ssize_t strip=0, progress=None):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
     kind and params: the kernel's code and parameter array (``kind_codes``,
@@ -537,7 +537,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     dgemm.  With packed (and symmetric),
     the tiles on and above the diagonal go to packed instead of out, which
     is not touched, laid out by ``_centering.packed_layout(n)`` (row_start,
-    strips of strip rows).
+    strips of strip rows).  progress, if given, is called with the
+    fraction of the tiles done after each batch.
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
@@ -616,6 +617,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef int nt
     cdef Batches batches = Batches(ntiles, n_threads)
     while batches.next():
+        if progress is not None and batches.start:
+            progress(<double> batches.start / ntiles)
         nt = batches.threads
         with nogil, parallel(num_threads=nt):
             tid = omp_get_thread_num()

@@ -23,7 +23,7 @@ from fastkern import _registry
 from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
-from fastkern._progress import report_iteration, report_stage
+from fastkern._progress import report_iteration, report_stage, stage_work
 from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
@@ -135,7 +135,8 @@ class _GramSolver(Solver):
             raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
         basis = self.basis(X.shape[0], k)
         report_stage("kernel matrix")
-        K = self.gram(est, X)
+        with stage_work():
+            K = self.gram(est, X)
         # The bounded kernels' values (RBF, Laplacian, sigmoid, cosine, ...: the
         # registry's) lie in [-1, 1] for finite X: only the other kernels can
         # overflow, so only they pay a pass over K.

@@ -26,11 +26,13 @@ import sys
 import time
 
 __all__ = ["ProgressBar", "pass_label", "report_fraction", "report_iteration", "report_stage",
-           "reporting_progress", "say"]
+           "report_stage_fraction", "reporting_progress", "say", "stage_work"]
 
 # Who hears how far a computation has got (see reporting_progress).
 _SINK = contextvars.ContextVar("fastkern_progress_sink", default=None)
 _PASS_LABEL = contextvars.ContextVar("fastkern_pass_label", default="pass over K")
+# Whether a Gram computed now is the whole of the current stage (stage_work).
+_STAGE_WORK = contextvars.ContextVar("fastkern_stage_work", default=False)
 
 
 @contextlib.contextmanager
@@ -80,6 +82,25 @@ def report_fraction():
     label = _PASS_LABEL.get()
     sink(label, 0.0)
     return lambda fraction: sink(label, fraction)
+
+
+@contextlib.contextmanager
+def stage_work():
+    """Within the block, a Gram function's tiles are the current stage's work:
+    it reports the fraction done to the sink's ``stage_fraction`` (KernelPCA's
+    "kernel matrix" stage, which has no passes or iterations to go by)."""
+    token = _STAGE_WORK.set(True)
+    try:
+        yield
+    finally:
+        _STAGE_WORK.reset(token)
+
+
+def report_stage_fraction():
+    """The sink's ``stage_fraction`` inside :func:`stage_work`, or None."""
+    if not _STAGE_WORK.get():
+        return None
+    return getattr(_SINK.get(), "stage_fraction", None)
 
 
 def report_iteration(iteration, residual, tol):
@@ -139,6 +160,8 @@ class ProgressBar:
         self.iterations = []  # (time, iteration, residual)
         self.tol = None
         self.passes_seen = False
+        self.stage_t0 = self.t0
+        self.stage_done = None  # fraction of the current stage, when it reports one
 
     # ------------------------------------------------------------ the estimate
 
@@ -164,9 +187,15 @@ class ProgressBar:
             left = elapsed * (1 - fraction) / fraction if fraction > 0 else None
         else:
             left = self._time_left(now)
-            if left is None:
+            if left is None and self.stage_done:
+                # A stage that reports its fraction (the kernel matrix): its
+                # own time left, at its pace so far.
+                fraction = self.stage_done
+                left = (now - self.stage_t0) * (1 - fraction) / fraction
+            elif left is None:
                 return elapsed, None, None
-            fraction = elapsed / (elapsed + left) if elapsed + left > 0 else 1.0
+            else:
+                fraction = elapsed / (elapsed + left) if elapsed + left > 0 else 1.0
         return elapsed, min(max(fraction, 0.0), 1.0), left
 
     def _status(self, now):
@@ -197,7 +226,14 @@ class ProgressBar:
     def stage(self, name):
         """A fit has reached stage `name`."""
         self.label = name
+        self.stage_t0 = time.perf_counter()
+        self.stage_done = None
         self._draw(final=False, force=True)
+
+    def stage_fraction(self, fraction):
+        """The current stage has done `fraction` of its work."""
+        self.stage_done = fraction
+        self._draw(final=False)
 
     def step(self, done, total, label):
         """A loop of `total` steps is at step `done` (0-based), now running `label`."""

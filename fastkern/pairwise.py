@@ -35,6 +35,7 @@ import textwrap
 import numpy as np
 
 from fastkern import _centering, _featurewise, _gram, _registry, _sparse
+from fastkern._progress import report_stage_fraction
 from fastkern._threads import blas_limit
 from fastkern._validation import (
     check_n_threads, check_out, check_pair, check_pair_sparse, is_sparse,
@@ -283,7 +284,7 @@ def _run(Xin, Yin, kind, params, out, n_threads, path):
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     with _tiles_blas(path):
         _gram.gram(X, Y, out, kind, params, symmetric, path == "direct", n_threads,
-                   path == "dot")
+                   path == "dot", progress=report_stage_fraction())
     return out
 
 
@@ -401,7 +402,8 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     K = PackedUpperGram(n, n_threads)
     with _tiles_blas(path):
         _gram.gram(X, X, np.empty((0, 0)), kind, kparams, True, path == "direct", n_threads,
-                   path == "dot", K.data, K.row_start, _centering.STRIP_ROWS)
+                   path == "dot", K.data, K.row_start, _centering.STRIP_ROWS,
+                   report_stage_fraction())
     return K
 
 

@@ -822,6 +822,60 @@ def test_progress_bar_on_a_terminal(tmp_path):
                          f) for f in frames), frames
 
 
+def test_progress_estimate_of_the_kernel_matrix_stage(monkeypatch):
+    """The kernel matrix reports the fraction of its tiles done: the bar shows
+    the stage's time left at its pace so far, until the eigensolver's
+    iterations give their own estimate."""
+    from fastkern import _progress
+
+    now = [0.0]
+    monkeypatch.setattr(_progress.time, "perf_counter", lambda: now[0])
+    stream = io.StringIO()
+    bar = _progress.ProgressBar(stream, tty=True)
+    now[0] = 1.0
+    bar.stage("kernel matrix")
+    now[0] = 3.0
+    bar.stage_fraction(0.25)
+    now[0] = 3.5
+    bar.stage("eigensolver (block_krylov)")
+    bar.close()
+    frames = stream.getvalue().split("\r\x1b[K")[1:]
+    # 2 s for a quarter of the tiles: 6 s left.
+    assert frames[1] == "[" + "#" * 7 + "." * 23 + "] kernel matrix (0:03.0 elapsed, 25%, " \
+        "about 0:06.0 left)"
+    assert frames[2] == "[" + "." * 30 + "] eigensolver (block_krylov) (0:03.5 elapsed)\n"
+
+
+@pytest.mark.parametrize("solver", ["dense", "block_krylov"])
+def test_kernel_matrix_reports_its_fraction_to_the_bar(solver):
+    from fastkern import KernelPCA, rbf_kernel
+    from fastkern._progress import reporting_progress
+
+    class Sink:
+        def __init__(self):
+            self.fractions, self.stages = [], []
+
+        def __call__(self, label, fraction):
+            pass
+
+        def stage(self, name):
+            self.stages.append(name)
+
+        def stage_fraction(self, fraction):
+            self.fractions.append((self.stages[-1], fraction))
+
+    X = np.random.default_rng(0).standard_normal((6000, 16))
+    sink = Sink()
+    with reporting_progress(sink):
+        rbf_kernel(X[:3000])  # not a stage of a fit: no fraction
+        assert sink.fractions == []
+        KernelPCA(2, kernel="rbf", eigen_solver=solver, n_threads=1).fit(X)
+    assert sink.fractions, "the kernel matrix reported no fraction"
+    assert {stage for stage, _ in sink.fractions} == {"kernel matrix"}
+    values = [f for _, f in sink.fractions]
+    assert all(0 < f < 1 for f in values) and values == sorted(set(values))
+
+
 def test_progress_estimate_from_the_convergence(monkeypatch):
     """Residuals falling tenfold per iteration towards tol * first residual:
     the iterations left times the time each took."""
