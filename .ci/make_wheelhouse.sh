@@ -17,8 +17,10 @@
 # .ci/wheelhouse, git-ignored), IMAGE_PACKAGES (default
 # .ci/device_image_packages.txt), HEADERS_PYTHON (default python3.12: a
 # Python of that minor version whose C headers are packed along, for an
-# image whose Python has none; e.g. ~/.pyenv/versions/3.12.1/bin/python).  Needs a recent pip (26.3 was used:
-# `pip install --dry-run --report` resolving for another Python version).
+# image whose Python has none; here ~/.pyenv/versions/3.12.1/bin/python).
+# Needs a recent pip (26.3 was used: `pip install --dry-run --report`
+# resolving for another Python version; here, `. /root/venv/bin/activate`
+# first).
 #
 # Run it in the checkout the device tool sends (the session's own, not a
 # helper's worktree): the tool carries an ignored path only when the call's

@@ -1,5 +1,6 @@
 """Packaging: .ci/floors.txt pins exactly pyproject's floors (the CI floors job
-installs it), and setup.py recompiles only when a source or build option changed."""
+installs it), setup.py recompiles only when a source or build option changed,
+and the device suite's scripts parse, with the image's package list they read."""
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,3 +103,35 @@ def test_rebuild_compiles_only_what_changed(tmp_path):
     pyx = src / "fastkern" / "_openmp.pyx"
     pyx.write_text(pyx.read_text() + "\n# an edit\n")
     assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt
+
+
+DEVICE_SCRIPTS = ["make_wheelhouse.sh", "device_suite.sh"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.parametrize("script", DEVICE_SCRIPTS)
+def test_device_scripts_parse(script):
+    path = ROOT / ".ci" / script
+    if not path.exists():
+        pytest.skip("not a source checkout")
+    run = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.skipif(not (ROOT / ".ci" / "device_image_packages.txt").exists(),
+                    reason="not a source checkout")
+def test_device_image_list_parses():
+    names = []
+    for line in (ROOT / ".ci" / "device_image_packages.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    # make_wheelhouse.sh compares normalized names: a name written otherwise,
+    # or twice, means the list was mangled when copied.
+    assert [n for n in names if canonicalize_name(n) != n] == []
+    assert len(set(names)) == len(names)
+    # device_suite.sh builds with and runs on these from the image, and
+    # imports packaging itself; the wheelhouse never carries them.
+    relied_on = {"numpy", "scipy", "scikit-learn", "cython", "setuptools", "packaging", "pip",
+                 "pytest", "pytest-xdist"}
+    assert relied_on - set(names) == set()
