@@ -19,9 +19,8 @@
 # .ci/wheelhouse is git-ignored, and the tool takes an ignored path along
 # only when `carry` names it.  timeout_s: the 300 s budget, the install and
 # the build (63 s on the 2 shared cores here), and 30 s for a stopped pytest
-# to report.  With
-# OUT set (the device tool sets it) the output is also written to
-# $OUT/device_suite.log, next to pytest.log, build.log and junit.xml.
+# to report.  With OUT set (the device tool sets it) the output is also
+# written to $OUT/device_suite.log, next to pytest.log, build.log, junit.xml.
 # To try it here: a wheelhouse for this Python (PYTHON_VERSION=3.11
 # WHEELHOUSE=/tmp/wh311 .ci/make_wheelhouse.sh numpy==2.4.6), then
 # PYTHON=/root/venv/bin/python WHEELHOUSE=/tmp/wh311 JOBS=2
