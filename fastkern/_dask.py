@@ -149,6 +149,22 @@ class _Deadline:
         except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct before Python 3.11
             raise self.expired(what) from exc
 
+    def gather(self, what, futures):
+        """The results of ``futures``, in order, or the error of the first that failed.
+
+        ``Client.gather`` watches each future with a task of its own; with
+        errors="raise", those a gather cancelled at the deadline left raise
+        when the futures are released, and asyncio logs each one ("Task
+        exception was never retrieved").  With errors="skip" they end
+        quietly, and a failed future is raised here instead.
+        """
+        results = self.call(what, self.client.gather, futures, errors="skip")
+        if len(results) < len(futures):
+            failed = next(f for f in futures if f.status != "finished")
+            # A failed future holds its error: result() raises it at once.
+            failed.result(timeout=max(self.remaining(), 0.001))
+        return results
+
 
 def _checked_block(block):
     return check_array_2d(block, "X")
@@ -188,7 +204,7 @@ def materialize(X, name="X", *, client=None, timeout=DEFAULT_TIMEOUT):
             futures = client.compute(list(X.to_delayed().ravel()))
             try:
                 X = np.concatenate(_Deadline(client, timeout, f"loading the dask array {name}")
-                                   .call(f"its {len(futures)} chunks", client.gather, futures))
+                                   .gather(f"its {len(futures)} chunks", futures))
             finally:
                 for f in futures:
                     f.release()
@@ -293,8 +309,7 @@ class _Passes:
                                  self.n_threads, host_threads, pure=False, retries=3)
                    for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         try:
-            parts = deadline.call(f"the {len(futures)} tasks and their results",
-                                  client.gather, futures)
+            parts = deadline.gather(f"the {len(futures)} tasks and their results", futures)
         finally:
             # Releasing drops the tasks that have not run yet (cancel() would
             # be one more wait on the scheduler).

@@ -15,6 +15,7 @@ made from its entry (:func:`_registered_class`), named by its
 """
 import inspect
 import numbers
+import re
 
 import numpy as np
 
@@ -51,6 +52,52 @@ def _is_number(c):
     return isinstance(c, numbers.Real) and not isinstance(c, (bool, np.bool_))
 
 
+# The Parameters and Returns of every kernel's __call__: the kernels here and
+# fastkern.structured's (whose module imports this one) fill in the inputs they
+# take and their result's dtype (see _call_doc).
+_CALL_DOC = """Parameters
+----------
+X : {X}
+    {X_doc}
+Y : {Y}, default=None
+    Second input; None means X.
+out : ndarray of shape (n_samples_X, n_samples_Y), default=None
+    C-contiguous array of the result's dtype, filled and returned.
+n_threads : int, default=None
+    OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
+    available to this process, capped by its CPU quota).
+
+Returns
+-------
+K : ndarray of shape (n_samples_X, n_samples_Y)
+    The Gram matrix, ``out`` when it was given; of dtype
+    {dtype}."""
+
+_VECTOR_INPUTS = {
+    "X": "{array-like, sparse matrix} of shape (n_samples_X, n_features)",
+    "X_doc": "First input (sparse input only for the kernels whose functions in\n"
+             "``fastkern.pairwise`` take it).",
+    "Y": "{array-like, sparse matrix} of shape (n_samples_Y, n_features)",
+    "dtype": "float32 when X and Y are float32, float64 otherwise",
+}
+
+
+def _call_doc(inputs):
+    """Replace the ``@call@`` line of a __call__ docstring by _CALL_DOC filled in
+    with ``inputs`` (a description of X spanning lines continues at its indent)."""
+    fields = dict(inputs, X_doc=inputs["X_doc"].replace("\n", "\n    "))
+    text = _CALL_DOC.format(**fields)
+
+    def sub(match):
+        return "\n".join((match.group(1) + line) if line else line for line in text.split("\n"))
+
+    def decorate(function):
+        function.__doc__ = re.sub(r"^( *)@call@$", sub, function.__doc__, flags=re.M)
+        return function
+
+    return decorate
+
+
 class Kernel(_pw.KernelBase):
     """Base class of the kernel objects: their algebra and call protocol.
 
@@ -78,26 +125,11 @@ class Kernel(_pw.KernelBase):
            [0.18393972, 1.5       ]])
     """
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix (implemented by each kernel).
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
 
         Raises
         ------
@@ -207,26 +239,11 @@ class _Named(Kernel):
         """
         return self._metric, dict(self._params())
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix with ``fastkern.pairwise.pairwise_kernels``.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
         """
         return _pw.pairwise_kernels(X, Y, metric=self._metric, out=out,
                                     n_threads=n_threads, **self._params())
@@ -510,26 +527,11 @@ class Sum(Kernel):
     def __init__(self, k1, k2):
         self.k1, self.k2 = k1, k2
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix k1(X, Y) + k2(X, Y).
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
 
         Notes
         -----
@@ -562,26 +564,11 @@ class Product(Kernel):
     def __init__(self, k1, k2):
         self.k1, self.k2 = k1, k2
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix k1(X, Y) * k2(X, Y) elementwise.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
 
         Notes
         -----
@@ -613,26 +600,11 @@ class Scaled(Kernel):
         self.c = check_real(c, "c", low=0.0, low_inclusive=False)
         self.kernel = kernel
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix c * k(X, Y), in place.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
         """
         K = self.kernel(X, Y, out=out, n_threads=n_threads)
         K *= K.dtype.type(self.c)
@@ -674,26 +646,11 @@ class PolynomialOf(Kernel):
         self.kernel = kernel
         self.coefficients = tuple(coefs)
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix sum_i a_i k(X, Y)^i elementwise.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
 
         Notes
         -----
@@ -729,26 +686,11 @@ class ExpOf(Kernel):
     def __init__(self, kernel):
         self.kernel = kernel
 
+    @_call_doc(_VECTOR_INPUTS)
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix exp(k(X, Y)), in place.
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples_X, n_features)
-            First input (sparse input only for the kernels whose functions in
-            ``fastkern.pairwise`` take it).
-        Y : {array-like, sparse matrix} of shape (n_samples_Y, n_features), default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous array of the result's dtype, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The Gram matrix, ``out`` when it was given.
+        @call@
         """
         K = self.kernel(X, Y, out=out, n_threads=n_threads)
         np.exp(K, out=K)

@@ -3,6 +3,7 @@ and the serial path."""
 import ast
 import functools
 import gc
+import logging
 import os
 import signal
 import sys
@@ -45,6 +46,55 @@ def _serialise_ast_parse():
 
 
 _serialise_ast_parse()
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+# asyncio's errors from the whole run, installed before any event loop starts so
+# that none is missed: asyncio logs a task whose exception was never retrieved
+# (or that was destroyed while pending) when the task is freed, which may be
+# long after the code that left it, in whatever test is running then.
+_ASYNCIO_ERRORS = _Records()
+logging.getLogger("asyncio").addHandler(_ASYNCIO_ERRORS)
+
+
+def _check_asyncio_errors(when):
+    """Fail if asyncio logged an error since the last check.
+
+    A collection first frees the tasks that only reference cycles keep
+    (an exception's traceback holds the frame of the task that raised it).
+    A task left so by a Dask test is what made Python 3.11's ast.parse fail
+    (_serialise_ast_parse).
+    """
+    gc.collect()
+    records, _ASYNCIO_ERRORS.records = _ASYNCIO_ERRORS.records, []
+    if records:
+        pytest.fail(f"asyncio logged {len(records)} error(s) {when}:\n" + "\n".join(
+            logging.Formatter().format(r) for r in records), pytrace=False)
+
+
+@pytest.fixture
+def no_asyncio_errors():
+    """Fail the test after which asyncio logs an error (a task with an
+    exception nobody retrieved, or one destroyed while pending)."""
+    yield
+    _check_asyncio_errors("during or after this test")
+
+
+@pytest.fixture(scope="module")
+def no_asyncio_errors_in_module():
+    """The same check before a module's first test and after its last
+    fixture (a cluster closed at the end of the module)."""
+    _check_asyncio_errors("before this module's tests, left by an earlier test")
+    yield
+    _check_asyncio_errors("after this module's tests, when its fixtures closed")
 
 
 def pytest_configure(config):

@@ -23,6 +23,8 @@ from fastkern import _batches
 from fastkern._testing import time_to_interrupt
 from fastkern.large_n import KernelOperator
 
+from _subprocess import finish, read_line, running
+
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill"),
                                 reason="needs POSIX signals")
 
@@ -207,11 +209,25 @@ def test_learned_first_batch_starts_parallel():
     assert b.threads == 4
 
 
+def test_subprocess_waits_fail_at_their_deadline_and_kill_the_script(tmp_path):
+    """The subprocess tests' guard against a hang: a script that never ends
+    fails the test at each wait's deadline, and is not left running."""
+    script = tmp_path / "hang.py"
+    script.write_text("import time\nprint('up', flush=True)\ntime.sleep(600)\n")
+    with pytest.raises(pytest.fail.Exception, match="still runs after 0.5 s"):
+        with running(script, cwd=tmp_path) as proc:
+            assert read_line(proc, timeout=60) == "up"
+            finish(proc, timeout=0.5)
+    assert proc.returncode == -signal.SIGKILL
+    with pytest.raises(pytest.fail.Exception, match="no line from the script within 0.5 s"):
+        with running(script, cwd=tmp_path) as proc:
+            read_line(proc, timeout=60)
+            read_line(proc, timeout=0.5)
+    assert proc.returncode == -signal.SIGKILL
+
+
 def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     """A script interrupted inside a Gram exits by KeyboardInterrupt, no crash or hang."""
-    import subprocess
-    import sys
-
     script = tmp_path / "gram.py"
     script.write_text(
         "import numpy as np, fastkern, sys\n"
@@ -219,18 +235,12 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
         "print('start', flush=True)\n"
         "fastkern.laplacian_kernel(X, gamma=1e-4)\n"
         "print('finished', flush=True)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        assert proc.stdout.readline().strip() == "start"
+    with running(script, cwd=tmp_path) as proc:
+        assert read_line(proc, timeout=60) == "start"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        # A hang shows as a timeout; the latency target is benchmarks/bench_interrupt.py's.
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        # A hang fails at the deadline; the latency target is benchmarks/bench_interrupt.py's.
+        out, err = finish(proc, timeout=60)
     assert "finished" not in out
     assert "KeyboardInterrupt" in err
     assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
@@ -242,9 +252,6 @@ def test_interrupted_cholesky_leaves_blas_usable_and_exits(tmp_path):
     The interrupted potrf runs on in the background; OpenBLAS's thread count
     changed under it (the fit's BLAS limit ending) left its thread server
     hanging at exit in about one run of three."""
-    import subprocess
-    import sys
-
     script = tmp_path / "ridge.py"
     script.write_text(
         "import os, signal, threading, numpy as np, fastkern\n"
@@ -263,14 +270,8 @@ def test_interrupted_cholesky_leaves_blas_usable_and_exits(tmp_path):
         "_linalg.interruptible = real\n"
         "m = fastkern.KernelRidge(kernel='rbf', alpha=0.1).fit(X[:600], X[:600, 0])\n"
         "print('refit', round(m.score(X[:600], X[:600, 0]), 3) > 0.9, flush=True)\n")
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    with running(script, cwd=tmp_path) as proc:
+        out, err = finish(proc, timeout=60)
     assert proc.returncode == 0, err
     assert out.split() == ["interrupted", "refit", "True"]
 
@@ -293,23 +294,15 @@ X, Y = rng.normal(size=(N, 5)), rng.normal(size=(N, 3))
 
 def _run_past_lapack(tmp_path, body, n, timeout=60):
     """Run the script, and return (seconds from its 'lapack' line to its end,
-    stdout, stderr, status)."""
-    import subprocess
-    import sys
-
+    stdout, stderr, status); each of the two waits fails the test after
+    `timeout` seconds."""
     script = tmp_path / "lapack_exit.py"
     script.write_text(_LAPACK_AT_EXIT + body)
-    proc = subprocess.Popen([sys.executable, str(script), str(n)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    try:
-        assert proc.stdout.readline().strip() == "lapack"
+    with running(script, n, cwd=tmp_path) as proc:
+        assert read_line(proc, timeout) == "lapack"
         start = time.perf_counter()
-        out, err = proc.communicate(timeout=timeout)
+        out, err = finish(proc, timeout)
         return time.perf_counter() - start, out, err, proc.returncode
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 def test_uncaught_ctrl_c_in_lapack_ends_the_process_at_once(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fastkern import _structured
-from fastkern.kernels import Kernel
+from fastkern.kernels import Kernel, _call_doc
 from fastkern._validation import check_n_threads, check_out
 
 # The kernel codes of _structured._gram.
@@ -79,25 +79,13 @@ class StructuredKernel(Kernel):
     def _check_sample(self, item, name):
         return item
 
+    @_call_doc({"X": "sequence of n_samples_X samples",
+                "X_doc": "Strings, sets or graphs, as the kernel takes.",
+                "Y": "sequence of n_samples_Y samples", "dtype": "float64"})
     def __call__(self, X, Y=None, *, out=None, n_threads=None):
         """Compute the Gram matrix k(X, Y) (k(X, X) when Y is None).
 
-        Parameters
-        ----------
-        X : sequence of n_samples_X samples
-            Strings, sets or graphs, as the kernel takes.
-        Y : sequence of n_samples_Y samples, default=None
-            Second input; None means X.
-        out : ndarray of shape (n_samples_X, n_samples_Y), default=None
-            C-contiguous float64 array, filled and returned.
-        n_threads : int, default=None
-            OpenMP threads; None means the default (OMP_NUM_THREADS, else the CPUs
-            available to this process, capped by its CPU quota).
-
-        Returns
-        -------
-        K : ndarray of shape (n_samples_X, n_samples_Y)
-            The float64 Gram matrix, ``out`` when it was given.
+        @call@
         """
         Xs = self.check_samples(X, "X")
         Ys = None if Y is None else self.check_samples(Y, "Y")
