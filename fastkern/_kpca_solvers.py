@@ -44,10 +44,13 @@ _KRYLOV_MAX_BLOCKS = 20
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
 # ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples.  At N=1000 (2 threads, benchmarks/bench_sizes.py) it ranged
-# from 3x faster than ARPACK (a near-diagonal Gram) to 1.9x slower (flat
-# spectra), so ARPACK, never slower than scikit-learn's, stays below 2000.
-_KRYLOV_MIN_SAMPLES = 2000
+# many samples: side by side over d = 8, 16, 64 and steep and flat RBF
+# spectra on 2 threads, it was the fastest solver or within 1.08x of it at
+# N = 1000 and 1200 (ARPACK up to 2.5x slower there), within 1.37x at 850,
+# and up to 2.3x slower than ARPACK at 700 (its small Rayleigh-Ritz solves
+# then cost more than the products they save; docs/developer/
+# performance_history.rst).
+_KRYLOV_MIN_SAMPLES = 1000
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -540,7 +543,7 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 2000 samples, "arpack" for k < 10 from 201 to 1999 samples and for
+    from 1000 samples, "arpack" for k < 10 from 201 to 999 samples and for
     10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
