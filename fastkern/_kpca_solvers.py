@@ -24,6 +24,7 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage, stage_work
+from fastkern._threads import scipy_blas_serial
 from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
@@ -44,13 +45,12 @@ _KRYLOV_MAX_BLOCKS = 20
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
 # ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples: side by side over d = 8, 16, 64 and steep and flat RBF
-# spectra on 2 threads, it was the fastest solver or within 1.08x of it at
-# N = 1000 and 1200 (ARPACK up to 2.5x slower there), within 1.37x at 850,
-# and up to 2.3x slower than ARPACK at 700 (its small Rayleigh-Ritz solves
-# then cost more than the products they save; docs/developer/
-# performance_history.rst).
-_KRYLOV_MIN_SAMPLES = 1000
+# many samples.  Side by side on 2 idle threads (d = 8, 16, 64; steep and
+# flat RBF spectra; ARPACK with scipy's BLAS on one thread), ARPACK was the
+# fastest or within 1.02x at N = 1000 in five of six cases, the block solver
+# at N = 2000 in all six; between them each had a case 1.3-1.6x slower than
+# the other (docs/developer/performance_history.rst).
+_KRYLOV_MIN_SAMPLES = 1500
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -227,7 +227,10 @@ class Arpack(_CentredInPlace):
     def solve(self, est, K, k, rebuild):
         # k == n: scipy warns and falls back to eigh, as in scikit-learn.
         v0 = check_random_state(est.random_state).uniform(-1, 1, K.shape[0])
-        return eigsh(K, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0)
+        # ARPACK's own vector operations on scipy's BLAS, one thread: see
+        # scipy_blas_serial (the products K @ x keep numpy's threads).
+        with scipy_blas_serial():
+            return eigsh(K, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0)
 
 
 class Randomized(_CentredInPlace):
@@ -543,7 +546,7 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 1000 samples, "arpack" for k < 10 from 201 to 999 samples and for
+    from 1500 samples, "arpack" for k < 10 from 201 to 1499 samples and for
     10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]

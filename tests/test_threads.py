@@ -265,3 +265,31 @@ def test_threads_for_takes_its_own_threshold():
 
     assert threads_for(4, SERIAL_MULTIPLY_ADDS - 1, serial_below=SERIAL_MULTIPLY_ADDS) == 1
     assert threads_for(4, SERIAL_MULTIPLY_ADDS, serial_below=SERIAL_MULTIPLY_ADDS) == 4
+
+
+def test_scipy_blas_serial_holds_only_scipys_copy():
+    # ARPACK's own vector operations run on scipy's BLAS and its products on
+    # numpy's: only scipy's copy goes to one thread, and comes back after.
+    import scipy.sparse.linalg  # noqa: F401 - loads scipy's BLAS and ARPACK
+    from threadpoolctl import threadpool_info
+
+    from fastkern._threads import blas_limit, scipy_blas_serial
+
+    def counts():
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info()
+                if i["user_api"] == "blas"}
+
+    with blas_limit(2):
+        before = counts()
+        scipy_own = [p for p in before if os.path.basename(os.path.dirname(p)) == "scipy.libs"]
+        if not scipy_own or len(scipy_own) == len(before):
+            with scipy_blas_serial():
+                assert counts() == before  # one shared library: left alone
+            pytest.skip("numpy and scipy share one BLAS library here")
+        with scipy_blas_serial():
+            inside = counts()
+        after = counts()
+    assert {p: n for p, n in inside.items() if p in scipy_own} == dict.fromkeys(scipy_own, 1)
+    assert {p: n for p, n in inside.items() if p not in scipy_own} == \
+        {p: n for p, n in before.items() if p not in scipy_own}
+    assert after == before
