@@ -398,15 +398,12 @@ class _LargeN(Solver):
 
     def fit(self, est, X, k, products=None):
         """products(spec) gives the matmat(V) = K @ V of another backend (Dask);
-        None computes them here.  k is unused: these solvers compute only the
-        leading n_components, which must be set."""
+        None computes them here.  k is unused: the solver reads n_components
+        itself (_components)."""
         n = X.shape[0]
         if n < 2:
             raise ValueError(f"X must have at least 2 samples for eigen_solver={self.name!r}, "
                              f"got n_samples={n}")
-        if est.n_components is None:
-            raise ValueError(f"eigen_solver={self.name!r} needs n_components to be set "
-                             "(it computes only the leading components)")
         X = np.ascontiguousarray(X)
         est._fit_kernel_spec(X)
         self._fit(est, X, est.kernel_spec_, parse_memory_budget(est.memory_budget), products)
@@ -414,7 +411,22 @@ class _LargeN(Solver):
         est.n_features_in_ = X.shape[1]
 
     def _components(self, est, n, upper):
+        """n_components for n samples, at most ``upper`` (what the solver can give)."""
         k = est.n_components
+        if k is None:
+            # As scikit-learn, None keeps every component (the zero ones are
+            # dropped by _store_eigenpairs): here all `upper` the solver gives.
+            # Their eigenvectors, and the solver's basis beside them, take
+            # about 3 n upper values: refused, by name, beyond the budget.
+            need = 3 * 8 * n * upper
+            budget = memory_budget_bytes(est.memory_budget)
+            if need > budget:
+                raise ValueError(
+                    f"n_components=None keeps every component: {upper} eigenvectors of "
+                    f"{n} samples need about {need:.3g} bytes with eigen_solver="
+                    f"{self.name!r}, more than the memory budget ({budget:.3g} bytes); set "
+                    "n_components to the number of leading components you need")
+            return upper
         if not 1 <= k <= upper:
             raise ValueError(f"n_components={k} must be in [1, {upper}] for "
                              f"eigen_solver={self.name!r} with {n} samples")

@@ -68,8 +68,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     n_components : int or None, default=None
         Number of components.  As scikit-learn: None means n_samples and
         drops the eigenvalues that are not > 0; a value above n_samples is
-        clamped to n_samples (the large-N solvers, which compute only leading
-        components, need 1 <= n_components < n_samples instead).
+        clamped to n_samples.  The large-N solvers need 1 <= n_components <
+        n_samples ("matrix-free") or <= n_landmarks ("nystrom"), and read None
+        as that largest value (refused, naming n_components, when its
+        eigenvectors would exceed memory_budget).
     kernel : str, Kernel or callable, default="linear"
         A kernel name of ``fastkern.pairwise.KERNEL_PARAMS`` ("linear",
         "poly", "rbf", "sigmoid", "cosine", "laplacian", "rational_quadratic",

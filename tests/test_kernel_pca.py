@@ -1052,11 +1052,35 @@ def test_clustered_spectrum_matches_numpy_eigh(solver, n):
 
 @parametrize_with_checks(
     [KernelPCA(n_components=2, eigen_solver="matrix-free", random_state=0),
-     KernelPCA(n_components=2, eigen_solver="nystrom", random_state=0)],
+     KernelPCA(n_components=2, eigen_solver="nystrom", random_state=0),
+     KernelPCA(eigen_solver="matrix-free"), KernelPCA(eigen_solver="nystrom")],
     expected_failed_checks=lambda est: {},
 )
 def test_sklearn_compatible_large_n_solvers(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("solver", ["matrix-free", "nystrom"])
+def test_large_n_solvers_keep_every_component_for_none(solver):
+    # As scikit-learn: n_components=None is every component with a positive
+    # eigenvalue (here n - 1 of the centred Gram, whose landmarks are all the
+    # rows for nystrom), the same as the dense solver's.
+    X = np.random.default_rng(4).standard_normal((70, 3))
+    dense = KernelPCA(kernel="rbf", gamma=0.3, eigen_solver="dense").fit(X)
+    est = KernelPCA(kernel="rbf", gamma=0.3, eigen_solver=solver, random_state=0).fit(X)
+    assert est.eigenvalues_.shape == dense.eigenvalues_.shape == (69,)
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-6,
+                               atol=1e-9 * dense.eigenvalues_[0])
+    Z, Zd = est.transform(X[:5]), dense.transform(X[:5])
+    lead = dense.eigenvalues_ > 1e-6 * dense.eigenvalues_[0]
+    np.testing.assert_allclose(np.abs(Z[:, lead]), np.abs(Zd[:, lead]), atol=1e-6)
+
+
+def test_none_beyond_the_memory_budget_names_n_components():
+    X = np.random.default_rng(5).standard_normal((400, 3))
+    for solver in ("matrix-free", "nystrom", "auto"):
+        with pytest.raises(ValueError, match="n_components=None keeps every component"):
+            KernelPCA(kernel="rbf", eigen_solver=solver, memory_budget="1MB").fit(X)
 
 
 @pytest.mark.parametrize("solver", ["matrix-free", "nystrom"])

@@ -275,8 +275,10 @@ def test_matrix_free_bad_input():
     Xn[17, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         KernelPCA(2, eigen_solver="matrix-free", kernel="rbf").fit(Xn)
-    with pytest.raises(ValueError, match="n_components to be set"):
-        KernelPCA(eigen_solver="matrix-free", kernel="rbf").fit(X)
+    # None keeps every component: 299 eigenvectors of 300 samples, 2.2 MB.
+    with pytest.raises(ValueError, match="n_components=None keeps every component.*"
+                                         "more than the memory budget"):
+        KernelPCA(eigen_solver="matrix-free", kernel="rbf", memory_budget="2MB").fit(X)
     with pytest.raises(ValueError, match="n_components=300 must be in"):
         KernelPCA(300, eigen_solver="matrix-free", kernel="rbf").fit(X)
     with pytest.raises(ValueError, match="kernel matrix of X contains NaN or infinity"):
