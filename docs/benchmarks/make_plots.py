@@ -128,8 +128,11 @@ def _series(best, threads, field):
     return out
 
 
-def _spaced(sizes, min_ratio=1.5):
-    """The sizes to label on a log axis: labels of sizes closer than min_ratio overlap."""
+def _spaced(sizes, min_ratio=None):
+    """The sizes to label on a log axis: labels of sizes closer than min_ratio overlap
+    (default: at least 1.5, and about six labels over the whole span)."""
+    if min_ratio is None and sizes:
+        min_ratio = max(1.5, (max(sizes) / min(sizes)) ** (1 / 6))
     kept = []
     for n in sizes:
         if not kept or n >= kept[-1] * min_ratio:
