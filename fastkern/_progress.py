@@ -57,21 +57,23 @@ def reporting_progress(sink):
     None
         Computations inside the block report to ``sink``.
     """
-    token = _SINK.set(sink)
-    try:
+    with _setting(_SINK, sink):
         yield
-    finally:
-        _SINK.reset(token)
 
 
 @contextlib.contextmanager
-def pass_label(label):
-    """Within the block, passes over K report under ``label`` (e.g. "transform")."""
-    token = _PASS_LABEL.set(label)
+def _setting(var, value):
+    """Within the block, the context variable ``var`` holds ``value``."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _PASS_LABEL.reset(token)
+        var.reset(token)
+
+
+def pass_label(label):
+    """Within the block, passes over K report under ``label`` (e.g. "transform")."""
+    return _setting(_PASS_LABEL, label)
 
 
 def report_fraction():
@@ -84,16 +86,11 @@ def report_fraction():
     return lambda fraction: sink(label, fraction)
 
 
-@contextlib.contextmanager
 def stage_work():
     """Within the block, a Gram function's tiles are the current stage's work:
     it reports the fraction done to the sink's ``stage_fraction`` (KernelPCA's
     "kernel matrix" stage, which has no passes or iterations to go by)."""
-    token = _STAGE_WORK.set(True)
-    try:
-        yield
-    finally:
-        _STAGE_WORK.reset(token)
+    return _setting(_STAGE_WORK, True)
 
 
 def report_stage_fraction():
