@@ -88,11 +88,9 @@ def _call_doc(inputs):
     fields = dict(inputs, X_doc=inputs["X_doc"].replace("\n", "\n    "))
     text = _CALL_DOC.format(**fields)
 
-    def sub(match):
-        return "\n".join((match.group(1) + line) if line else line for line in text.split("\n"))
-
     def decorate(function):
-        function.__doc__ = re.sub(r"^( *)@call@$", sub, function.__doc__, flags=re.M)
+        function.__doc__ = re.sub(r"^( *)@call@$", lambda m: _pw._indented(text, m.group(1)),
+                                  function.__doc__, flags=re.M)
         return function
 
     return decorate

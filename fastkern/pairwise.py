@@ -113,15 +113,15 @@ K : ndarray of shape (n_samples_X, n_samples_Y)
 }
 
 
-def _fragment(name, indent):
-    return "\n".join((indent + line) if line else line
-                      for line in _DOC[name].split("\n"))
+def _indented(text, indent):
+    """text with indent before each non-empty line (a docstring fragment in place)."""
+    return "\n".join((indent + line) if line else line for line in text.split("\n"))
 
 
 def _doc(function):
     """Replace each ``@name@`` line of the docstring by the fragment _DOC[name]."""
     def sub(match):
-        return _fragment(match.group(2), match.group(1))
+        return _indented(_DOC[match.group(2)], match.group(1))
 
     function.__doc__ = re.sub(r"^( *)@(\w+)@$", sub, function.__doc__, flags=re.M)
     return function
