@@ -102,6 +102,16 @@ def _fit_on(client, est, X, timeout=TIMEOUT):
         return est.fit(X)
 
 
+@pytest.fixture
+def pass_timeouts(monkeypatch):
+    """The timeout of every Dask pass over K run in the test, in order."""
+    timeouts = []
+    run = _dask._Passes.run
+    monkeypatch.setattr(_dask._Passes, "run",
+                        lambda self, V, A=None: timeouts.append(self.timeout) or run(self, V, A))
+    return timeouts
+
+
 def _kpca(**kw):
     params = dict(kernel="rbf", gamma=0.3, eigen_solver="matrix-free", random_state=0)
     return KernelPCA(4, **{**params, **kw})
@@ -133,12 +143,9 @@ def test_numpy_input_with_client_matches_in_process(client, data):
     np.testing.assert_allclose(P, ref.transform(Xt), atol=1e-7)
 
 
-def test_kernelpca_fit_with_client(client, data, monkeypatch):
+def test_kernelpca_fit_with_client(client, data, pass_timeouts):
     X, Xt, ref = data
-    passes = []
-    run = _dask._Passes.run
-    monkeypatch.setattr(_dask._Passes, "run",
-                        lambda self, V, A=None: passes.append(self.timeout) or run(self, V, A))
+    passes = pass_timeouts
     est = _kpca()
     with fastkern.cluster(client, timeout=TIMEOUT):  # as in fastkern._dask's docstring
         Z = est.fit_transform(X)
@@ -205,7 +212,8 @@ def test_worker_killed_mid_fit_is_retried(client, data, monkeypatch, tmp_path):
     assert len(set(pids.values()) - set(_pids(client).values())) == 1
 
 
-def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypatch):
+def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypatch,
+                                                         pass_timeouts):
     # Right after the third pass scatters X, the worker holding it is
     # SIGKILLed: X is lost with it, which cancels the pass's tasks, and only
     # a rerun of the whole pass (a new scatter) can finish the fit.
@@ -225,9 +233,7 @@ def test_worker_holding_x_killed_mid_fit_reruns_the_pass(client, data, monkeypat
             os.kill(killed[0], signal.SIGKILL)
         return future
 
-    run, passes = _dask._Passes.run, []
-    monkeypatch.setattr(_dask._Passes, "run",
-                        lambda self, V, A=None: passes.append(1) or run(self, V, A))
+    passes = pass_timeouts
     monkeypatch.setattr(type(client), "scatter", scatter_then_kill)
     est = _within(WATCHDOG, _fit_on, client, _kpca(), X, TIMEOUT)
     assert len(killed) == 1
@@ -283,15 +289,12 @@ def test_one_default_timeout():
 
 
 @pytest.mark.parametrize("method", ["fit", "fit_transform"])
-def test_fit_client_and_timeout_deprecated_but_working(client, data, method, monkeypatch):
+def test_fit_client_and_timeout_deprecated_but_working(client, data, method, pass_timeouts):
     # One release of scikit-learn's deprecation practice: fit's old cluster
     # arguments still run on the cluster, with a FutureWarning that names
     # fastkern.cluster; transform then uses that client and timeout.
     X, Xt, ref = data
-    timeouts = []
-    run = _dask._Passes.run
-    monkeypatch.setattr(_dask._Passes, "run",
-                        lambda self, V, A=None: timeouts.append(self.timeout) or run(self, V, A))
+    timeouts = pass_timeouts
     est = _kpca()
     with pytest.warns(FutureWarning, match=r"client and timeout parameters are deprecated.*"
                                            r"fastkern 0\.3.*fastkern\.cluster\(client"):
