@@ -10,11 +10,8 @@
 # besseldot returns its limit) occur in both K(X, X) and K(X, Y).
 suppressMessages(library(kernlab))
 
-sc <- function(v) sprintf("%.17g", v)
-num <- function(v) paste0("[", paste(sprintf("%.17g", as.numeric(v)), collapse = ", "), "]")
-mat <- function(x) paste0("[", paste(apply(x, 1, num), collapse = ",\n      "), "]")
-str <- function(s) paste0("\"", s, "\"")
-obj <- function(fields) paste0("{", paste0(str(names(fields)), ": ", fields, collapse = ",\n    "), "}")
+# sc, num, mat, str, obj: tests/data/json.R, beside this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))), "json.R"))
 
 X <- outer(0:8, 0:3, function(i, j) ((5 * i + 3 * j + i * j) %% 11) / 4)
 X[4, ] <- X[1, ]

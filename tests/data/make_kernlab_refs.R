@@ -4,12 +4,9 @@
 # by hand-written JSON, so that only base R and kernlab are needed.
 suppressMessages(library(kernlab))
 
-sc <- function(v) sprintf("%.17g", v)
-num <- function(v) paste0("[", paste(sprintf("%.17g", as.numeric(v)), collapse = ", "), "]")
+# sc, num, mat, str, obj: tests/data/json.R, beside this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))), "json.R"))
 int <- function(v) paste0("[", paste(as.integer(v), collapse = ", "), "]")
-mat <- function(x) paste0("[", paste(apply(x, 1, num), collapse = ",\n      "), "]")
-str <- function(s) paste0("\"", s, "\"")
-obj <- function(fields) paste0("{", paste0(str(names(fields)), ": ", fields, collapse = ",\n    "), "}")
 
 inchol_case <- function(name, seed, n, d, kernel, kpar, tol, fastkern) {
   set.seed(seed)

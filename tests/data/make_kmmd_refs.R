@@ -9,12 +9,9 @@ suppressMessages(library(kernlab))
 args <- commandArgs(trailingOnly = TRUE)
 out <- if (length(args)) args[1] else "tests/data/kmmd_refs.json"
 
-sc <- function(v) sprintf("%.17g", v)
-num <- function(v) paste0("[", paste(sprintf("%.17g", as.numeric(v)), collapse = ", "), "]")
-mat <- function(x) paste0("[", paste(apply(x, 1, num), collapse = ",\n      "), "]")
-str <- function(s) paste0("\"", s, "\"")
+# sc, num, mat, str, obj: tests/data/json.R, beside this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))), "json.R"))
 lgl <- function(b) if (b) "true" else "false"
-obj <- function(fields) paste0("{", paste0(str(names(fields)), ": ", fields, collapse = ",\n    "), "}")
 
 kmmd_case <- function(name, seed, m, n, d, shift, kernel, kpar, fastkern) {
   set.seed(seed)

@@ -6,11 +6,8 @@
 # JSON, so that only base R and kernlab are needed.
 suppressMessages(library(kernlab))
 
-sc <- function(v) sprintf("%.17g", v)
-num <- function(v) paste0("[", paste(sprintf("%.17g", as.numeric(v)), collapse = ", "), "]")
-mat <- function(x) paste0("[", paste(apply(x, 1, num), collapse = ",\n      "), "]")
-str <- function(s) paste0("\"", s, "\"")
-obj <- function(fields) paste0("{", paste0(str(names(fields)), ": ", fields, collapse = ",\n    "), "}")
+# sc, num, mat, str, obj: tests/data/json.R, beside this script.
+source(file.path(dirname(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))), "json.R"))
 
 kpca_case <- function(name, seed, n, d, kernel, kpar, features, fastkern) {
   set.seed(seed)
