@@ -130,12 +130,6 @@ def _chi2_terms(x, y):
         return np.where(s == 0, 0.0, (x - y) ** 2 / np.where(s == 0, 1.0, s)).sum(axis=-1)
 
 
-def _same_names(params):
-    """The compiled loops' numbers of a kernel whose parameters are named as the
-    slots of its parameter array (FK_PARAMS of src/fk_maps.h)."""
-    return dict(params)
-
-
 @dataclass(frozen=True)
 class KernelDef:
     """One vector kernel.
@@ -196,7 +190,7 @@ class KernelDef:
     aliases: tuple = ()
     function: str = ""
     class_name: Optional[str] = None
-    compiled_args: Callable = _same_names
+    compiled_args: Callable = dict
     description: str = ""
     reference_url: str = ""
     normalized: bool = False
