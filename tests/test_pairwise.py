@@ -340,6 +340,20 @@ def test_out_is_filled_and_returned(kernel, dtype):
         assert_array_equal(out, call(kernel, X, y))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shift", [0, 1, 2, 3])
+def test_out_at_every_element_offset(dtype, shift):
+    # Rows of an odd-width out start at every offset inside a 16-byte line;
+    # the streamed head and tail of each row segment must land exactly.
+    X, Y = data(259, 7, dtype, 21), data(67, 7, dtype, 22)
+    for y, shape in ((None, (259, 259)), (Y, (259, 67))):
+        raw = np.full(shape[0] * shape[1] + shift, np.nan, dtype=dtype)
+        out = raw[shift:].reshape(shape)
+        assert fastkern.rbf_kernel(X, y, gamma=0.3, out=out) is out
+        assert_array_equal(out, fastkern.rbf_kernel(X, y, gamma=0.3))
+        assert np.isnan(raw[:shift]).all()
+
+
 # ---------------------------------------------------------------- threading
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", KERNELS)
