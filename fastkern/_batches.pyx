@@ -19,7 +19,9 @@ rather than spin: ``fastkern._threads``) and a barrier, and on a machine
 whose cores are busy with other processes a woken thread can wait a whole
 scheduler time slice for a core.  So the first batch is one item on the
 calling thread alone, and the loop goes parallel only when that item's time
-says the rest would take more than ``SERIAL_BELOW`` seconds on one thread.
+says the rest would take more than ``SERIAL_BELOW`` seconds on one thread;
+a batch too short to judge by (``MIN_DECIDE``) is followed by a serial one
+twice its size.
 Results never depend on the thread count, so neither do they on this choice.
 """
 from cpython.exc cimport PyErr_CheckSignals
@@ -31,6 +33,12 @@ TARGET = 0.05
 # Work below this many seconds on one thread stays on one thread (see the
 # module docstring; chosen by measurement, benchmarks/bench_threads.py).
 SERIAL_BELOW = 1e-3
+# A serial batch shorter than this (seconds) does not decide for threads: the
+# caller's own cost per batch (a NumPy call, a memoryview) is a few
+# microseconds, and a first row of a few hundred values then looked like a
+# millisecond of work.  centred_rows of 200 x 64 went parallel and waited
+# 0.7 ms for a sleeping thread after a LAPACK call (0.04 ms on one).
+MIN_DECIDE = 5e-5
 # A batch grows at most this much over the previous one: the cost of an item
 # is not constant (the first items run in cache, later ones fault in fresh
 # output pages or meet another process), so a long extrapolation from a tiny
@@ -75,6 +83,11 @@ cdef class Batches:
                 if elapsed / (self.stop - self.start) * (self.n - self.stop) <= self.serial_below:
                     # The rest is cheaper than waking the other threads.
                     self.size = self.n
+                elif elapsed < MIN_DECIDE and self.serial_below > 0:
+                    # Too short a batch to judge by: its time is mostly the
+                    # caller's fixed cost per batch, which the extrapolation
+                    # would multiply by every item left.
+                    self.size = self.size * 2
                 else:
                     self.threads = self.max_threads
             if self.threads == self.max_threads:

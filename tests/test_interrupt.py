@@ -203,6 +203,20 @@ def test_large_work_goes_parallel():
     assert threads == [1, 4, 4]
 
 
+def test_too_short_a_batch_does_not_decide_for_threads():
+    """Items of (next to) no work, whose extrapolated rest still exceeds serial_below:
+    the batches stay serial and double, instead of waking threads on the loop's
+    own per-batch cost."""
+    b = _batches.Batches(1000, 4)
+    b.serial_below = 1e-12
+    sizes, threads = [], []
+    for start, stop in b.ranges():
+        sizes.append(stop - start)
+        threads.append(b.threads)
+    assert threads == [1] * len(threads)
+    assert sizes[:4] == [1, 2, 4, 8] and sum(sizes) == 1000
+
+
 def test_learned_first_batch_starts_parallel():
     b = _batches.Batches(1000, 4, 64)
     next(b.ranges())
