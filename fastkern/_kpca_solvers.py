@@ -24,7 +24,7 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage, stage_work
-from fastkern._threads import scipy_blas_serial
+from fastkern._threads import default_n_threads, scipy_blas_serial
 from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
@@ -51,6 +51,12 @@ _ITERATIVE_MIN_SAMPLES = 200
 # at N = 2000 in all six; between them each had a case 1.3-1.6x slower than
 # the other (docs/developer/performance_history.rst).
 _KRYLOV_MIN_SAMPLES = 1500
+# ... or from this many on one thread (n_threads=1, OMP_NUM_THREADS=1 as in a
+# grid search's workers): ARPACK's products then get no second BLAS thread.
+# One thread, d = 8, 16, 64, steep and flat (benchmarks/bench_sizes.py's
+# spectra): the block solver the fastest or within 1.13x from N = 800 (N =
+# 1000: 0.35-0.93x ARPACK's time), up to 1.8x slower on flat spectra at 600.
+_KRYLOV_MIN_SAMPLES_SERIAL = 800
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -558,16 +564,18 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 1500 samples, "arpack" for k < 10 from 201 to 1499 samples and for
-    10 <= k <= n / 50 above 200, else "dense".
+    from 1500 samples (800 on one thread), "arpack" for k < 10 from 201
+    samples up to there and for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
+    threads = default_n_threads() if est.n_threads is None else est.n_threads
+    krylov_from = _KRYLOV_MIN_SAMPLES_SERIAL if threads == 1 else _KRYLOV_MIN_SAMPLES
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
             and not _row_normalised(est.kernel)
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n > _ITERATIVE_MIN_SAMPLES and k < 10:
-        return SOLVERS["block_krylov" if n >= _KRYLOV_MIN_SAMPLES else "arpack"]
+        return SOLVERS["block_krylov" if n >= krylov_from else "arpack"]
     if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
         return SOLVERS["arpack"]
     return SOLVERS["dense"]

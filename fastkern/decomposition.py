@@ -220,10 +220,10 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Solver choice (eigen_solver="auto").  "matrix-free" when the dense Gram
     would exceed ``memory_budget`` (not for precomputed, cosine or sparse X).
     Otherwise chosen by measurement (benchmarks/bench_sizes.py, the "auto"
-    grid): "block_krylov" for n_components < 10 and at least 1500 samples
-    (run to tol 2e-13, as accurate as ARPACK); "arpack" for n_components < 10
-    from 201 to 1499 samples, and for 10 <= n_components <= n_samples / 50;
-    else "dense".
+    grid): "block_krylov" for n_components < 10 and at least 1500 samples,
+    or 800 on one thread (run to tol 2e-13, as accurate as ARPACK); "arpack"
+    for n_components < 10 from 201 samples up to there, and for
+    10 <= n_components <= n_samples / 50; else "dense".
 
     Examples
     --------

@@ -268,7 +268,7 @@ def test_memory_layouts():
 
 
 # What "auto" chooses (fastkern._kpca_solvers.choose), checked through the
-# fit: the thresholds at 200/201, 1499/1500, k < 10 and
+# fit: the thresholds at 200/201, 1499/1500 (799/800 on one thread), k < 10 and
 # k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
 # float32), and the inputs that never go matrix-free (precomputed, sparse,
 # cosine).  n=2000 fits only where they are cheap (few components).
@@ -277,8 +277,10 @@ _AUTO_CASES = [
     (150, 3, {}, "dense"), (200, 3, {}, "dense"), (201, 3, {}, "arpack"),
     (237, 3, {}, "arpack"), (237, 9, {}, "arpack"), (237, 10, {}, "dense"),
     (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
-    (1000, 21, {}, "dense"), (1499, 9, {}, "arpack"), (1500, 9, {}, "block_krylov"),
-    (1500, 3, {}, "block_krylov"), (2000, 40, {}, "arpack"),
+    (1000, 21, {}, "dense"), (1499, 9, dict(n_threads=2), "arpack"),
+    (1500, 9, dict(n_threads=2), "block_krylov"), (1500, 3, dict(n_threads=2), "block_krylov"),
+    (799, 3, dict(n_threads=1), "arpack"), (800, 3, dict(n_threads=1), "block_krylov"),
+    (800, 10, dict(n_threads=1), "arpack"), (2000, 40, {}, "arpack"),
     (400, 3, dict(memory_budget=_B400), "arpack"),
     (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
     (400, 50, dict(memory_budget=_B400 - 1), "matrix-free"),
