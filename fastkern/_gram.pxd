@@ -47,6 +47,11 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
                     Py_ssize_t bi, Py_ssize_t bj,
                     const KernelMap *spec, bint diag) noexcept nogil
 
+# Copy K[i0:i1, j0:j1] into K[j0:j1, i0:i1] transposed (upper part only if
+# diag): completes a diagonal tile, of which gram_tile fills j >= i.
+cdef void mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1,
+                       Py_ssize_t j0, Py_ssize_t j1, bint diag) noexcept nogil
+
 cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
                        int n_threads) noexcept nogil
 

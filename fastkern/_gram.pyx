@@ -74,7 +74,9 @@ from cython.parallel cimport prange, parallel
 from libc.math cimport exp, fabs, log, lgamma, pow, sqrt
 from scipy.special.cython_special cimport jv
 from libc.string cimport memset
-from scipy.linalg.cython_blas cimport dgemm, sgemm
+from scipy.linalg.cython_blas cimport dgemm, dsyrk, sgemm
+
+import threading
 
 import numpy as np
 
@@ -125,6 +127,20 @@ cdef inline void _gemm_nt(const floating *A, const floating *B, floating *C,
     else:
         sgemm(&ta, &tb, &bj, &bi, &d, &sone, <float *> B, &lda, <float *> A, &lda,
               &szero, C, &ldc)
+
+
+cdef inline void _syrk_upper(const double *A, double *C, int n, int d, int ldc) noexcept nogil:
+    """The upper triangle (j >= i) of C[n x n, row-major, leading dim ldc] = A A^T,
+    A being n x d row-major; the strict lower triangle is left as it was.
+
+    Row-major upper is column-major lower, and row-major A is column-major
+    A^T: syrk's C = A^T A, lower, on A's memory as it is.  Half the
+    multiply-adds of the gemm of the whole tile.
+    """
+    cdef char uplo = b'L'
+    cdef char trans = b'T'
+    cdef double done = 1.0, dzero = 0.0
+    dsyrk(&uplo, &trans, &n, &d, &done, <double *> A, &d, &dzero, C, &ldc)
 
 
 cdef inline double _sqdist(const floating *x, const floating *y, Py_ssize_t d) noexcept nogil:
@@ -264,15 +280,21 @@ cdef inline void _map_dist_f(float *g, Py_ssize_t n, const KernelMap *spec) noex
 cdef int DOT_WIDE = fk_dot_level()
 
 
-cdef inline void _centred_dot(const double *Xc, const double *Yc, const double *Yct,
+cdef inline bint _centred_dot(const double *Xc, const double *Yc, const double *Yct,
                               Py_ssize_t ldyt, double *G, Py_ssize_t bi, Py_ssize_t bj,
-                              Py_ssize_t d, Py_ssize_t ldo) noexcept nogil:
+                              Py_ssize_t d, Py_ssize_t ldo, bint diag) noexcept nogil:
     """G = Xc Yc^T for a tile: fastkern's register tiles when Yct (Yc
-    transposed) is given, else one dgemm."""
+    transposed) is given, else one dgemm, or for a diagonal tile (diag: the
+    same rows) one syrk of its upper triangle.  Returns whether only the
+    upper triangle was computed."""
     if Yct != NULL:
         fk_dot_tile(Xc, d, Yct, ldyt, bi, bj, G, ldo, DOT_WIDE)
-    else:
-        _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+        return False
+    if diag and bi == bj:
+        _syrk_upper(Xc, G, <int> bi, <int> d, <int> ldo)
+        return True
+    _gemm_nt(Xc, Yc, G, <int> bi, <int> bj, <int> d, <int> ldo)
+    return False
 
 
 cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
@@ -294,10 +316,12 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
     register tiles (``fk_dot_tile_d``) instead of a dgemm.  Other paths take
     NULL for Xc, Yc, Yct, xn, yn and dtile.  diag says the two blocks are the
     same rows: then the RBF diagonal is set to exactly 1, and the direct path
-    computes only j >= i (the caller mirrors the rest).
+    and the BLAS RBF and squared-distance kinds (a syrk) compute only j >= i:
+    the caller mirrors the rest (``mirror_block``).
     """
     cdef Py_ssize_t i, j, j0
     cdef int flagged
+    cdef bint upper
     cdef floating *row
     cdef double *G
     cdef double scale = -spec.gamma
@@ -332,17 +356,22 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             G = out
         else:
             G = dtile
-        _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo)
+        # A diagonal tile's lower triangle is the caller's mirror of its
+        # upper one: with syrk only the upper is computed and mapped.
+        upper = _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo, diag)
         for i in range(bi):
+            j0 = i if upper else 0
             row = out + i * ldo
             if floating is double:
-                flagged = fk_rbf_dot_d(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+                flagged = fk_rbf_dot_d(G + i * ldo + j0, row + j0, yn + j0, xn[i], spec.gamma,
+                                       bj - j0)
             else:
-                flagged = fk_rbf_dot_f(G + i * ldo, row, yn, xn[i], spec.gamma, bj)
+                flagged = fk_rbf_dot_f(G + i * ldo + j0, row + j0, yn + j0, xn[i], spec.gamma,
+                                       bj - j0)
             if not flagged:
                 continue
             # Entries the map flagged (-1) as cancelled: direct differences.
-            for j in range(bj):
+            for j in range(j0, bj):
                 if row[j] < 0:
                     row[j] = <floating> exp(-spec.gamma * _sqdist(X + i * d, Y + j * d, d))
         if diag:
@@ -358,23 +387,50 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
             G = out
         else:
             G = dtile
-        _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo)
+        upper = _centred_dot(Xc, Yc, Yct, ldyt, G, bi, bj, d, ldo, diag)
         for i in range(bi):
-            sqdist_from_dot(G + i * ldo, yn, xn[i], bj)
-            for j in range(bj):
+            j0 = i if upper else 0
+            sqdist_from_dot(G + i * ldo + j0, yn + j0, xn[i], bj - j0)
+            for j in range(j0, bj):
                 if G[i * ldo + j] < 0:
                     G[i * ldo + j] = _sqdist(X + i * d, Y + j * d, d)
             if diag:
                 G[i * ldo + i] = 0.0
-            map_dist(G + i * ldo, bj, spec)
+            map_dist(G + i * ldo + j0, bj - j0, spec)
             if floating is float:
                 row = out + i * ldo
-                for j in range(bj):
+                for j in range(j0, bj):
                     row[j] = <float> G[i * ldo + j]
         return
     _gemm_nt(X, Y, out, <int> bi, <int> bj, <int> d, <int> ldo)
     for i in range(bi):
         map_dot(out + i * ldo, bj, spec)
+
+
+# Per-thread tile buffers kept between calls, up to this many bytes each.
+# Allocated afresh per call (1-2 MB), glibc gave them back to the kernel with
+# the Gram's own pages and every call faulted them in again: a 500 x 500 RBF
+# Gram (d = 64) took 1.6-2.3 ms on 2 threads against 0.9 ms with the buffers
+# kept (or with MALLOC_TRIM_THRESHOLD_ raised).
+SCRATCH_KEEP = 1 << 23
+_scratch = threading.local()
+
+
+def scratch(name, shape, dtype):
+    """np.empty(shape, dtype) from a buffer kept for the calling Python thread
+    under `name` (one live array per name), when it is at most SCRATCH_KEEP
+    bytes; larger ones are new each call."""
+    dtype = np.dtype(dtype)
+    count = 1
+    for s in shape:
+        count *= s
+    nbytes = count * dtype.itemsize
+    if nbytes > SCRATCH_KEEP:
+        return np.empty(shape, dtype=dtype)
+    kept = _scratch.__dict__.get(name)
+    if kept is None or kept.nbytes < nbytes:
+        kept = _scratch.__dict__[name] = np.empty(max(nbytes, 64) // 8 + 1, dtype=np.float64)
+    return kept.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
 
 
 def first_touch(floating[:, ::1] out, int n_threads):
@@ -456,7 +512,7 @@ cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn
         xn[i] = s
 
 
-cdef void _mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1,
+cdef void mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1,
                         Py_ssize_t j0, Py_ssize_t j1, bint diag) noexcept nogil:
     """Copy K[i0:i1, j0:j1] into K[j0:j1, i0:i1] transposed (upper part only if diag)."""
     cdef Py_ssize_t ii, jj, i, j, jstart
@@ -605,11 +661,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
             Pp, rs_p = &packed[0], &row_start[0]
     elif out.shape[0] and out.shape[1]:
         Op = &out[0, 0]
-    cdef floating[:, :, ::1] bufs = np.empty((n_threads, 2, tile * tile), dtype=dtype)
+    cdef floating[:, :, ::1] bufs = scratch("gram tiles", (n_threads, 2, tile * tile), dtype)
     # float32 BLAS RBF: the float64 gemm's tile, converted into bufs by the map.
     cdef bint wide_tile = rbf_blas and floating is float
-    cdef double[:, ::1] dbufs = np.empty((n_threads if wide_tile else 1,
-                                          tile * tile if wide_tile else 1))
+    cdef double[:, ::1] dbufs = scratch("gram wide tiles", (n_threads if wide_tile else 1,
+                                                            tile * tile if wide_tile else 1),
+                                        np.float64)
     cdef double *dbuf
 
     # Tiles run in time-bounded batches, each one parallel region, so Ctrl-C
@@ -644,7 +701,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                           yn_p + j0 if rbf_blas else NULL,
                           tbuf, bj, dbuf, bi, bj, &spec, symmetric and I == J)
                 if symmetric and I == J:
-                    _mirror_block(tbuf, bj, 0, bi, 0, bj, True)
+                    mirror_block(tbuf, bj, 0, bi, 0, bj, True)
                 if Pp != NULL:
                     _stream_packed(tbuf, bj, Pp, rs_p, strip, i0, j0, bi, n, tscr, I == J)
                 else:

@@ -26,7 +26,7 @@ from scipy.linalg.cython_blas cimport dgemm
 import numpy as np
 
 from fastkern._batches cimport Batches
-from fastkern._gram cimport KernelMap, gram_tile, make_map
+from fastkern._gram cimport KernelMap, gram_tile, make_map, mirror_block
 from fastkern._openmp cimport omp_get_thread_num
 
 cdef enum:
@@ -61,8 +61,8 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
     while j0 < c1:
         bj = min(<Py_ssize_t> TILE, c1 - j0)
         # The BLAS path with diag sets the RBF diagonal to exactly 1 (as the
-        # dense Gram).  The direct path computes distances of identical rows
-        # as exactly 0 anyway, and with diag it would fill only j >= i.
+        # dense Gram) and fills j >= i, mirrored below.  The direct path
+        # computes distances of identical rows as exactly 0 anyway.
         diag = symmetric and j0 == i0 and not spec.direct
         # dtile doubles as the float64 gemm tile of float32 BLAS RBF: the
         # map has consumed it before the widening below overwrites it.
@@ -71,6 +71,8 @@ cdef void _block_product(const floating *X, const floating *Z, const floating *Z
                   Zct + j0 if Zct != NULL else NULL,
                   xn + i0 if xn != NULL else NULL, zn + j0 if zn != NULL else NULL,
                   tile, TILE, dtile, bi, bj, spec, diag)
+        if diag:
+            mirror_block(tile, TILE, 0, bi, 0, bj, True)
         if floating is double:
             T = tile
         else:
@@ -236,6 +238,8 @@ def symmetric_kernel_product(const double[:, ::1] X, const double[:, ::1] Xt,
                               xn_p + i0 if xn_p != NULL else NULL,
                               xn_p + j0 if xn_p != NULL else NULL,
                               tile, TILE, &dtiles[tid, 0], bi, bj, &spec, i0 == j0 and not direct)
+                    if i0 == j0 and not direct:
+                        mirror_block(tile, TILE, 0, bi, 0, bj, True)
                     # Row-major acc_I (bi x b) += T (bi x bj) @ V_J, in BLAS's
                     # column-major view acc_I^T += V_J^T @ T^T (see _block_product).
                     dgemm(&tn, &tn, &b, &ib, &jb, &one, &V[0, 0] + j0 * b, &b, tile, &ldt,

@@ -817,3 +817,39 @@ def test_first_touch_writes_one_zero_a_page_and_nothing_else(dtype, shape):
     touched[:, ::4096 // a.itemsize] = True
     assert_array_equal(a[touched], 0)
     assert_array_equal(a[~touched], 7)
+
+
+def test_tile_scratch_is_kept_per_thread_and_only_when_small(monkeypatch):
+    import threading
+
+    from fastkern import _gram
+
+    a = _gram.scratch("test scratch", (3, 5), np.float32)
+    assert a.shape == (3, 5) and a.dtype == np.float32 and a.flags.c_contiguous
+    b = _gram.scratch("test scratch", (2, 4), np.float64)
+    assert np.shares_memory(a, b)          # the same kept buffer, reshaped
+    assert not np.shares_memory(a, _gram.scratch("other scratch", (3, 5), np.float32))
+    other = {}
+    thread = threading.Thread(
+        target=lambda: other.setdefault("a", _gram.scratch("test scratch", (3, 5), np.float32)))
+    thread.start()
+    thread.join(10)
+    assert not np.shares_memory(a, other["a"])
+    monkeypatch.setattr(_gram, "SCRATCH_KEEP", 64)
+    big = _gram.scratch("test scratch", (3, 5), np.float64)   # 120 bytes > 64: new
+    assert big.shape == (3, 5) and not np.shares_memory(a, big)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grams_in_concurrent_python_threads(dtype):
+    # Each Python thread has its own tile buffers: Grams computed at once in
+    # several threads equal the same Grams computed one after another.
+    from concurrent.futures import ThreadPoolExecutor
+
+    inputs = [data(300 + 37 * i, 64, dtype, 40 + i) for i in range(4)]
+    expected = [fastkern.rbf_kernel(X, gamma=0.02) for X in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda X: fastkern.rbf_kernel(X, gamma=0.02), inputs))
+            for K, ref in zip(got, expected):
+                assert_array_equal(K, ref)
