@@ -61,7 +61,7 @@ def solve_shifted_in_place(K, Y, alphas):
         try:
             # Without the GIL, in a worker thread: Ctrl-C is seen during the
             # factorisation (scipy's cho_factor holds the GIL for all of it).
-            if interruptible(_inchol.potrf, K.T, False):
+            if interruptible(_inchol.potrf, K.T, False, work=K.shape[0] ** 3 / 3):
                 raise linalg.LinAlgError("not positive definite")
             out[:, cols] = linalg.cho_solve((K.T, False), rhs, check_finite=False)
         except linalg.LinAlgError:

@@ -225,7 +225,7 @@ def solve_mixed(X, Y, alphas, s, spec, *, n_threads):
             return None, "alpha below float32 resolution"
         # Without the GIL, in a worker thread: Ctrl-C is seen (scipy's spotrf
         # holds the GIL for the whole factorisation, seconds at large n).
-        err = interruptible(_inchol.potrf, K.T, False)
+        err = interruptible(_inchol.potrf, K.T, False, work=K.shape[0] ** 3 / 3)
         factor = K.T
         if err != 0:
             return None, "spotrf failed"

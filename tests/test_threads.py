@@ -217,6 +217,13 @@ def test_interruptible_runs_small_calls_in_place_and_large_ones_aside():
     assert thread is threading.main_thread() and total == side * side
     thread, total = interruptible(where, large)
     assert thread is not threading.main_thread() and total == (side + 1) ** 2
+    # The caller's count of the call's work decides where it has one.
+    from fastkern._threads import INTERRUPTIBLE_WORK
+
+    thread, total = interruptible(where, large, work=INTERRUPTIBLE_WORK)
+    assert thread is threading.main_thread() and total == (side + 1) ** 2
+    thread, _ = interruptible(where, large, work=INTERRUPTIBLE_WORK * 1.01)
+    assert thread is not threading.main_thread()
 
 
 def test_one_kernel_spec_serves_every_thread_count():
