@@ -217,6 +217,18 @@ def test_too_short_a_batch_does_not_decide_for_threads():
     assert sizes[:4] == [1, 2, 4, 8] and sum(sizes) == 1000
 
 
+def test_a_short_rest_is_one_parallel_batch():
+    """Once parallel, a rest that the last batch's pace puts well inside the
+    target runs as one batch (one parallel region), not in doubling steps."""
+    b = _batches.Batches(1000, 4)
+    b.serial_below = 0.0    # items of no work, parallel all the same
+    ranges, threads = [], []
+    for r in b.ranges():
+        ranges.append(r)
+        threads.append(b.threads)
+    assert ranges == [(0, 1), (1, 1000)] and threads == [1, 4]
+
+
 def test_learned_first_batch_starts_parallel():
     b = _batches.Batches(1000, 4, 64)
     next(b.ranges())
