@@ -168,12 +168,56 @@ class _Estimator:
         return _blas_threads_seen()
 
 
-def test_estimators_hold_blas_to_one_thread_on_small_data():
+def test_estimators_hold_blas_to_one_thread_on_small_data(monkeypatch):
+    monkeypatch.setattr(_threads, "cores_free", lambda: _threads.MAX_THREADS)  # an idle host
     small = np.zeros((_threads.BLAS_SERIAL_ROWS - 1, 2))
     large = np.zeros((_threads.BLAS_SERIAL_ROWS, 2))
     assert _Estimator(2).fit(small) == {1}
     assert _Estimator(2).fit(large) == {2}
     assert _Estimator(None).fit(large) == {_threads.default_n_threads()}
+
+
+def test_default_blas_threads_leave_the_cores_other_processes_run_on(monkeypatch):
+    monkeypatch.setattr(_threads, "default_n_threads", lambda: 2)
+    monkeypatch.setattr(_threads, "cores_free", lambda: 1)   # another process on a core
+    rows = np.zeros((_threads.BLAS_SERIAL_ROWS, 2))
+    assert _Estimator(None).fit(rows) == {1}
+    assert _Estimator(2).fit(rows) == {2}                     # the user's count stands
+    long_work = np.zeros((_threads.LOAD_AWARE_ROWS, 2))
+    assert _Estimator(None).fit(long_work) == {2}             # long calls keep their threads
+
+
+def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
+    import threading
+    import time
+
+    assert _threads.others_running() >= 0 and _threads.cores_free() >= 1
+    # This process's own busy threads do not count as other processes.
+    stop = time.monotonic() + 0.5
+
+    def spin():
+        while time.monotonic() < stop:
+            pass
+
+    mine = threading.Thread(target=spin)
+    mine.start()
+    own_seen = [_threads.others_running() for _ in range(20)]
+    mine.join(10)
+    # A busy process does, at least in most readings over up to 5 s (a
+    # reading is an instant; the machine may run other things too).
+    code = "import time\nt = time.monotonic() + 5\nwhile time.monotonic() < t: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 5
+        seen = []
+        while time.monotonic() < deadline and len(seen) < 50:
+            seen.append(_threads.others_running())
+            time.sleep(0.02)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert sum(v >= 1 for v in seen) > len(seen) // 2, seen
+    assert np.mean(own_seen) < np.mean(seen), (own_seen, seen)
 
 
 def test_unbatched_loops_are_serial_below_the_work_threshold(monkeypatch):
