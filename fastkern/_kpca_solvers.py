@@ -24,7 +24,7 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage, stage_work
-from fastkern._threads import default_n_threads, scipy_blas_serial
+from fastkern._threads import default_threads_now, scipy_blas_serial
 from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
@@ -568,7 +568,7 @@ def choose(est, X, k):
     samples up to there and for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
-    threads = default_n_threads() if est.n_threads is None else est.n_threads
+    threads = default_threads_now() if est.n_threads is None else est.n_threads
     krylov_from = _KRYLOV_MIN_SAMPLES_SERIAL if threads == 1 else _KRYLOV_MIN_SAMPLES
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
             and not _row_normalised(est.kernel)

@@ -21,6 +21,7 @@ One module owns the thread policy:
   workers.
 """
 import contextlib
+import contextvars
 import functools
 import numbers
 import os
@@ -256,9 +257,10 @@ def blas_threads(n_threads, n_rows):
     return n_threads if n_rows >= BLAS_SERIAL_ROWS else 1
 
 
-# Below this many rows, the default thread count (n_threads=None) of an
-# estimator's BLAS/LAPACK work is also capped by the cores that no other
-# process is running on when the work starts (``cores_free``).  A threaded
+# From BLAS_SERIAL_ROWS to below this many rows, the default thread count
+# (n_threads=None) of an estimator method's work, OpenMP and BLAS/LAPACK, is
+# also capped by the cores that no other process is running on when the
+# method starts (``cores_free``, ``limits_blas``).  A threaded
 # LAPACK call, or ARPACK's hundreds of threaded products, waits for a
 # descheduled thread at every step on a busy machine: with one busy process
 # per core (2 cores), KernelPCA at N=1000 (ARPACK) took 461 ms (median of
@@ -301,14 +303,24 @@ def cores_free():
     return max(1, cores - others_running())
 
 
+# The cap on n_threads=None that an estimator method on a busy machine set
+# (limits_blas); None: no cap.
+_default_cap = contextvars.ContextVar("fastkern_default_cap", default=None)
+
+
+def default_threads_now():
+    """What n_threads=None means here and now: default_n_threads(), at most the
+    cap an estimator method set for its work on a busy machine (limits_blas)."""
+    cap = _default_cap.get()
+    n = default_n_threads()
+    return n if cap is None else max(1, min(n, cap))
+
+
 def blas_for(n_threads, n_rows):
     """Context manager holding BLAS/LAPACK to :func:`blas_threads` for an estimator's
-    work on n_rows samples (n_threads validated, None: default_n_threads(), then at
-    most :func:`cores_free` below ``LOAD_AWARE_ROWS`` rows)."""
-    threads = blas_threads(default_n_threads() if n_threads is None else n_threads, n_rows)
-    if n_threads is None and threads > 1 and n_rows < LOAD_AWARE_ROWS:
-        threads = min(threads, cores_free())
-    return blas_limit(threads)
+    work on n_rows samples (n_threads validated, None: default_threads_now())."""
+    return blas_limit(blas_threads(default_threads_now() if n_threads is None else n_threads,
+                                   n_rows))
 
 
 def blas_info():
@@ -341,8 +353,21 @@ def limits_blas(method):
         # parameter validation rejects it with the estimator's message.
         valid = (isinstance(n_threads, numbers.Integral)
                  and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
-        with blas_for(int(n_threads) if valid else None, _rows(args)):
-            return method(self, *args, **kwargs)
+        rows = _rows(args)
+        cap = None
+        if (n_threads is None and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS
+                and default_n_threads() > 1):
+            # Short work on the default threads: none on the cores other
+            # processes are running on (LOAD_AWARE_ROWS), for the method's
+            # OpenMP loops and its BLAS/LAPACK calls alike.
+            cap = cores_free()
+        token = _default_cap.set(cap) if cap is not None else None
+        try:
+            with blas_for(int(n_threads) if valid else None, rows):
+                return method(self, *args, **kwargs)
+        finally:
+            if token is not None:
+                _default_cap.reset(token)
 
     return wrapped
 

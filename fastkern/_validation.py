@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from fastkern import _openmp
-from fastkern._threads import MAX_THREADS, default_n_threads
+from fastkern._threads import MAX_THREADS, default_threads_now
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
@@ -19,9 +19,9 @@ _FINITE_CHUNK = 1 << 20
 
 
 def check_n_threads(n_threads):
-    """Normalise n_threads: None means _threads.default_n_threads()."""
+    """Normalise n_threads: None means _threads.default_threads_now()."""
     if n_threads is None:
-        return default_n_threads()
+        return default_threads_now()
     if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, numbers.Integral):
         raise TypeError(f"n_threads must be None or a positive integer, got {n_threads!r}")
     if n_threads < 1:

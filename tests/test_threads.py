@@ -186,6 +186,19 @@ def test_default_blas_threads_leave_the_cores_other_processes_run_on(monkeypatch
     long_work = np.zeros((_threads.LOAD_AWARE_ROWS, 2))
     assert _Estimator(None).fit(long_work) == {2}             # long calls keep their threads
 
+    # The method's OpenMP loops take the same cap, and only inside it.
+    from fastkern._validation import check_n_threads
+
+    class Loops(_Estimator):
+        @_threads.limits_blas
+        def fit(self, X):
+            return check_n_threads(None), check_n_threads(self.n_threads)
+
+    assert Loops(None).fit(rows) == (1, 1)
+    assert Loops(2).fit(rows) == (2, 2)                       # no cap on an explicit count
+    assert Loops(None).fit(long_work) == (2, 2)
+    assert check_n_threads(None) == 2
+
 
 def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
     import threading
