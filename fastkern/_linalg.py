@@ -12,11 +12,22 @@ from scipy import linalg
 from fastkern import _inchol
 from fastkern._threads import interruptible
 
-__all__ = ["restore_factored_triangle", "solve_shifted_in_place"]
+__all__ = ["factor_in_place", "restore_factored_triangle", "solve_shifted_in_place"]
 
 # Rows per block of the row-blocked passes over an n x n array: bounds their
 # temporaries to this many rows, O(n) memory.
 _BLOCK_ROWS = 64
+
+
+def factor_in_place(K):
+    """LAPACK potrf of the symmetric C-ordered K as K.T (uplo='U', K's lower
+    triangle), in place; returns potrf's info (0: positive definite).
+
+    Without the GIL, in a worker thread when it is long (Ctrl-C is seen
+    during it; scipy's cho_factor holds the GIL for all of it), in the
+    calling thread when its n^3 / 3 multiply-adds are few.
+    """
+    return interruptible(_inchol.potrf, K.T, False, work=K.shape[0] ** 3 / 3)
 
 
 def restore_factored_triangle(K, diag, tiny=0.0):
@@ -59,9 +70,7 @@ def solve_shifted_in_place(K, Y, alphas):
         np.fill_diagonal(K, diag + alpha)
         rhs = Y[:, cols]
         try:
-            # Without the GIL, in a worker thread: Ctrl-C is seen during the
-            # factorisation (scipy's cho_factor holds the GIL for all of it).
-            if interruptible(_inchol.potrf, K.T, False, work=K.shape[0] ** 3 / 3):
+            if factor_in_place(K):
                 raise linalg.LinAlgError("not positive definite")
             out[:, cols] = linalg.cho_solve((K.T, False), rhs, check_finite=False)
         except linalg.LinAlgError:

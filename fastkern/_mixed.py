@@ -27,9 +27,8 @@ import math
 import numpy as np
 from scipy.linalg import blas, lapack
 
-from fastkern import _inchol, _split
-from fastkern._linalg import restore_factored_triangle
-from fastkern._threads import interruptible
+from fastkern import _split
+from fastkern._linalg import factor_in_place, restore_factored_triangle
 from fastkern._validation import check_n_threads
 from fastkern.pairwise import KERNEL_CODES
 
@@ -223,9 +222,7 @@ def solve_mixed(X, Y, alphas, s, spec, *, n_threads):
         anorm = float(np.max(off + np.abs(shifted)))
         if not anorm <= _MAX32 or alpha <= _EPS32 * anorm:
             return None, "alpha below float32 resolution"
-        # Without the GIL, in a worker thread: Ctrl-C is seen (scipy's spotrf
-        # holds the GIL for the whole factorisation, seconds at large n).
-        err = interruptible(_inchol.potrf, K.T, False, work=K.shape[0] ** 3 / 3)
+        err = factor_in_place(K)
         factor = K.T
         if err != 0:
             return None, "spotrf failed"

@@ -490,13 +490,14 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     elif solver in ("ridge-cholesky", "ridge-mixed"):
         # The Cholesky factorisation of the (shifted) Gram: seconds at these
         # sizes (float64 at 8000, float32 at 12000), scipy's held the GIL.
-        from fastkern import _linalg, _mixed
+        from fastkern import _linalg
 
         n = 8000 if solver == "ridge-cholesky" else 12000
         Xr = rng.normal(size=(n, 5))
         call = lambda: fastkern.KernelRidge(  # noqa: E731
             kernel="rbf", solver=solver.split("-")[1]).fit(Xr, Xr[:, 0])
-        before = (_linalg if solver == "ridge-cholesky" else _mixed, "interruptible")
+        # Both factorise through _linalg.factor_in_place.
+        before = (_linalg, "interruptible")
     elif solver == "kcca-dense":
         call = lambda: fastkern.KernelCCA(solver="dense").fit(X, Y)  # noqa: E731
         before = (cca, "center_gram")
