@@ -79,13 +79,15 @@ cdef class Batches:
         self.serial_below = SERIAL_BELOW
 
     cdef bint next(self) except -1:
-        cdef double now, elapsed, grow
+        cdef double now, elapsed, grow, rest
         now = perf_counter()
         if self.started:
             PyErr_CheckSignals()
             elapsed = now - self.t_last
+            # The items left, at the last batch's pace.
+            rest = elapsed / (self.stop - self.start) * (self.n - self.stop)
             if self.threads < self.max_threads:
-                if elapsed / (self.stop - self.start) * (self.n - self.stop) <= self.serial_below:
+                if rest <= self.serial_below:
                     # The rest is cheaper than waking the other threads.
                     self.size = self.n
                 elif elapsed < MIN_DECIDE and self.serial_below > 0:
@@ -96,11 +98,10 @@ cdef class Batches:
                 else:
                     self.threads = self.max_threads
             if self.threads == self.max_threads:
-                if (elapsed / (self.stop - self.start) * (self.n - self.stop)
-                        <= WHOLE_REST * self.target):
-                    # The rest, at the last batch's pace, is well inside the
-                    # target: one parallel region for all of it instead of
-                    # several small ones, each a wake-up and a barrier.
+                if rest <= WHOLE_REST * self.target:
+                    # The rest is well inside the target: one parallel region
+                    # for all of it instead of several small ones, each a
+                    # wake-up and a barrier.
                     self.size = self.n
                 else:
                     grow = (MAX_GROWTH if elapsed * MAX_GROWTH <= self.target

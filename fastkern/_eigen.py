@@ -412,60 +412,56 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
             with serial():
                 V[:, cols:cols + p] = _orthonormal_block(W[:, cols - p:cols], V[:, :cols], p,
                                                          rng, tall_threads)
-            Wb = W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
+        else:
+            owed = 0.0
             with serial():
-                _extend_projection(H, V, Wb, cols, cols + p, tall_threads)
-            cols += p
-            continue
-        owed = 0.0
-        with serial():
-            # Rayleigh-Ritz after every product: it costs O(n * cols * p), a
-            # few percent of one product, and lets fast-decaying spectra stop
-            # early.  numpy's eigh, not scipy's: numpy and scipy may ship
-            # separate OpenBLAS builds, and waking scipy's thread pool between
-            # products made every other product twice as slow on 2 cores (its
-            # threads and numpy's spinning ones competed).  H is small, so the
-            # full solve costs nothing.
-            theta, S = np.linalg.eigh(H[:cols, :cols])
-            # Relative to the largest |eigenvalue| seen, so that a spectrum
-            # scaled by any factor (tiny Gram matrices included) converges in
-            # the same steps.
-            scale = max(float(np.abs(theta).max()), float(np.finfo(float).tiny))
-            theta, S = theta[::-1], S[:, ::-1]
-            done = tol_eff * scale
-            R, res = _residuals(V, W, cols, S, theta, 0, p, tall_threads)
-            if callback is not None:
-                callback(iteration, res[:k].copy())
-            if np.all(res[:k] <= done) or iteration == max_iter:
-                break
-            # Soft locking: a Ritz vector whose residual is below the tolerance
-            # stays in the basis (it is among the top p kept at a restart) but
-            # its residual, rounding noise by then, is not expanded; the next
-            # Ritz vectors' residuals take its place in the block.
-            active = np.flatnonzero(res > done)
-            extra = min(p - active.size, cols - p)
-            R, res = R[:, active], res[active]
-            if extra:
-                R2, res2 = _residuals(V, W, cols, S, theta, p, p + extra, tall_threads)
-                R, res = np.hstack([R, R2]), np.concatenate([res, res2])
-                del R2
-            if cols + p > width:
-                # Thick restart: keep the Ritz pairs whose residuals form the
-                # next block (the p best and any that replace locked ones),
-                # products included, so the next block still extends a
-                # block-Krylov space.  Their projection is S^T H S (diagonal
-                # up to rounding), with no pass over n.
-                keep = p + extra
-                Y, AY = _ritz(V, W, cols, S, 0, keep, tall_threads)
-                V[:, :keep] = Y
-                W[:, :keep] = AY
-                del Y, AY
-                Sk = S[:, :keep]
-                Hk = Sk.T @ H[:cols, :cols] @ Sk
-                H[:keep, :keep] = (Hk + Hk.T) * 0.5
-                cols = keep
-            V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng, tall_threads, res)
-            del R
+                # Rayleigh-Ritz after every product: it costs O(n * cols * p), a
+                # few percent of one product, and lets fast-decaying spectra stop
+                # early.  numpy's eigh, not scipy's: numpy and scipy may ship
+                # separate OpenBLAS builds, and waking scipy's thread pool between
+                # products made every other product twice as slow on 2 cores (its
+                # threads and numpy's spinning ones competed).  H is small, so the
+                # full solve costs nothing.
+                theta, S = np.linalg.eigh(H[:cols, :cols])
+                # Relative to the largest |eigenvalue| seen, so that a spectrum
+                # scaled by any factor (tiny Gram matrices included) converges in
+                # the same steps.
+                scale = max(float(np.abs(theta).max()), float(np.finfo(float).tiny))
+                theta, S = theta[::-1], S[:, ::-1]
+                done = tol_eff * scale
+                R, res = _residuals(V, W, cols, S, theta, 0, p, tall_threads)
+                if callback is not None:
+                    callback(iteration, res[:k].copy())
+                if np.all(res[:k] <= done) or iteration == max_iter:
+                    break
+                # Soft locking: a Ritz vector whose residual is below the tolerance
+                # stays in the basis (it is among the top p kept at a restart) but
+                # its residual, rounding noise by then, is not expanded; the next
+                # Ritz vectors' residuals take its place in the block.
+                active = np.flatnonzero(res > done)
+                extra = min(p - active.size, cols - p)
+                R, res = R[:, active], res[active]
+                if extra:
+                    R2, res2 = _residuals(V, W, cols, S, theta, p, p + extra, tall_threads)
+                    R, res = np.hstack([R, R2]), np.concatenate([res, res2])
+                    del R2
+                if cols + p > width:
+                    # Thick restart: keep the Ritz pairs whose residuals form the
+                    # next block (the p best and any that replace locked ones),
+                    # products included, so the next block still extends a
+                    # block-Krylov space.  Their projection is S^T H S (diagonal
+                    # up to rounding), with no pass over n.
+                    keep = p + extra
+                    Y, AY = _ritz(V, W, cols, S, 0, keep, tall_threads)
+                    V[:, :keep] = Y
+                    W[:, :keep] = AY
+                    del Y, AY
+                    Sk = S[:, :keep]
+                    Hk = Sk.T @ H[:cols, :cols] @ Sk
+                    H[:keep, :keep] = (Hk + Hk.T) * 0.5
+                    cols = keep
+                V[:, cols:cols + p] = _orthonormal_block(R, V[:, :cols], p, rng, tall_threads, res)
+                del R
         Wb = W[:, cols:cols + p] = _apply(matmat, V[:, cols:cols + p], dtype, n)
         with serial():
             _extend_projection(H, V, Wb, cols, cols + p, tall_threads)

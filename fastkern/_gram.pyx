@@ -76,6 +76,7 @@ from scipy.special.cython_special cimport jv
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, sgemm
 
+import math
 import threading
 
 import numpy as np
@@ -439,10 +440,7 @@ def scratch(name, shape, dtype):
     under `name` (one live array per name), when it is at most SCRATCH_KEEP
     bytes; larger ones are new each call."""
     dtype = np.dtype(dtype)
-    count = 1
-    for s in shape:
-        count *= s
-    nbytes = count * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > SCRATCH_KEEP:
         return np.empty(shape, dtype=dtype)
     kept = _scratch.__dict__.get(name)

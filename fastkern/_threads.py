@@ -287,7 +287,8 @@ def others_running():
                 continue
             # The state follows the command name, which is in parentheses
             # and may itself contain them.
-            own += stat[stat.rindex(")") + 2:stat.rindex(")") + 3] == "R"
+            state = stat.rindex(")") + 2
+            own += stat[state:state + 1] == "R"
     except (OSError, ValueError, IndexError):
         return 0
     return max(0, running - own)
