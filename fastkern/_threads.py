@@ -165,15 +165,87 @@ def _blas_controller():
             # Built once: inspecting the loaded libraries costs milliseconds.
             from threadpoolctl import ThreadpoolController
 
-            _controller = ThreadpoolController()
+            _controller = ThreadpoolController().select(user_api="blas")
     return _controller
 
 
+class _SharedLimits:
+    """The BLAS thread counts fastkern holds, shared by every Python thread.
+
+    A library's thread count is one value for the whole process (OpenBLAS on
+    its own threads, MKL, BLIS).  Each request holds every library it names
+    to at most its count; while several are held at once (Grams computed
+    from several Python threads, one estimator's limit around another
+    thread's tiles), a library runs at the smallest count requested of it,
+    and its original count comes back only when the last request ends.
+    threadpoolctl's own limiters each restore the count they found on entry:
+    two Python threads' limits ending in the other order left the process's
+    BLAS at one thread for good.  An OpenBLAS on OpenMP threads keeps a count
+    per thread: its requests are held per Python thread.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        # key -> [library controller, original count, requested counts]
+        self._held = {}
+
+    @staticmethod
+    def _key(lib):
+        if getattr(lib, "threading_layer", None) == "openmp":
+            return lib.filepath, threading.get_ident()
+        return lib.filepath
+
+    def acquire(self, controller, n_threads):
+        """Hold controller's libraries to at most n_threads; returns the release token."""
+        keys = []
+        with self._lock:
+            for lib in controller.lib_controllers:
+                key = self._key(lib)
+                entry = self._held.get(key)
+                if entry is None:
+                    entry = self._held[key] = [lib, lib.num_threads, []]
+                entry[2].append(n_threads)
+                self._set(lib, min(entry[2]))
+                keys.append(key)
+        return keys, n_threads
+
+    def release(self, token):
+        keys, n_threads = token
+        with self._lock:
+            for key in keys:
+                lib, original, requests = self._held[key]
+                requests.remove(n_threads)
+                if requests:
+                    self._set(lib, min(requests))
+                else:
+                    del self._held[key]
+                    if original is not None:
+                        self._set(lib, original)
+
+    @staticmethod
+    def _set(lib, n_threads):
+        if lib.num_threads == n_threads:
+            return
+        # threadpoolctl >= 3.7 lets one Python thread only (the first to set
+        # it) change a process-wide OpenBLAS count, and ignores the others
+        # without a word: a Gram's tile limit in a worker thread did nothing,
+        # and its tile gemms ran on OpenBLAS's threads inside fastkern's own.
+        # Here self._lock orders the changes, so no thread keeps that role.
+        release = getattr(lib, "clear_controlling_thread", None)
+        if release is not None:
+            release(force=True)
+        lib.set_num_threads(n_threads)
+        if release is not None:
+            release(force=True)
+
+
+_limits = _SharedLimits()
+
 # interruptible's workers still inside a LAPACK call, and the BLAS limits
-# whose restoring waits for them.  OpenBLAS's thread count must not change
+# whose release waits for them.  OpenBLAS's thread count must not change
 # while one of its calls runs (a count changed under a running potrf left
 # its thread server unable to shut down: the process hung at exit), so a
-# limit that ends while an interrupted call still runs is restored later,
+# limit that ends while an interrupted call still runs is released later,
 # by the next blas_limit, once the call is over.
 _workers = set()
 _deferred = []
@@ -182,7 +254,7 @@ _workers_lock = threading.Lock()
 
 def _wait_for_workers():
     """Wait, Ctrl-C-ably, for interrupted LAPACK calls still running; then
-    restore the limits that ended while they ran."""
+    release the limits that ended while they ran."""
     me = threading.current_thread()
     while True:
         with _workers_lock:
@@ -195,8 +267,8 @@ def _wait_for_workers():
         if not worker.is_alive():
             # Marked stopped by an interrupted join, yet still in its call.
             time.sleep(0.01)
-    for limiter in deferred:
-        limiter.restore_original_limits()
+    for token in deferred:
+        _limits.release(token)
 
 
 class _BlasLimit:
@@ -207,15 +279,15 @@ class _BlasLimit:
     def __enter__(self):
         _wait_for_workers()
         controller = _blas_controller() if self.controller is None else self.controller
-        self._limiter = controller.limit(limits=self.n_threads, user_api="blas")
-        return self._limiter
+        self._token = _limits.acquire(controller, self.n_threads)
+        return self
 
     def __exit__(self, *exc):
         with _workers_lock:
             if _workers - {threading.current_thread()}:
-                _deferred.append(self._limiter)
+                _deferred.append(self._token)
                 return False
-        self._limiter.restore_original_limits()
+        _limits.release(self._token)
         return False
 
 
@@ -229,7 +301,7 @@ def blas_limit(n_threads):
 def _scipy_own_blas():
     """The BLAS copy of scipy's wheel (in ``scipy.libs``) as a controller, when
     numpy has a copy of its own (numpy.libs; the wheels' layout), else None."""
-    controller = _blas_controller().select(user_api="blas")
+    controller = _blas_controller()
     paths = [lib.filepath for lib in controller.lib_controllers]
     own = [p for p in paths if os.path.basename(os.path.dirname(p)) == "scipy.libs"]
     if not own or len(own) == len(paths):

@@ -1,5 +1,6 @@
 """Gram functions of fastkern.pairwise against plain-NumPy formulas and scikit-learn."""
 
+import functools
 import inspect
 
 import numpy as np
@@ -840,19 +841,31 @@ def test_tile_scratch_is_kept_per_thread_and_only_when_small(monkeypatch):
     assert big.shape == (3, 5) and not np.shares_memory(a, big)
 
 
+@pytest.mark.parametrize("path", [None, "blas"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_grams_in_concurrent_python_threads(dtype):
-    # Each Python thread has its own tile buffers: Grams computed at once in
-    # several threads equal the same Grams computed one after another, to
-    # the last bit or so (the BLAS thread limit is process-wide, so one
-    # call's exit can give another's tile gemms a second BLAS thread, which
-    # rounds differently: 12 of 140,000 entries differed by an ulp).
+def test_grams_in_concurrent_python_threads(dtype, path):
+    # Each Python thread has its own tile buffers, and the BLAS limit the
+    # tiles hold is shared: Grams computed at once in several threads equal
+    # the same Grams computed one after another in the main thread, bit for
+    # bit, and the process's BLAS thread counts are as they were.  (With
+    # threadpoolctl >= 3.7 a limit set from a thread other than the first
+    # to set one did nothing: the diagonal tiles' gemms ran on two BLAS
+    # threads and rounded a few entries otherwise, 30 of 170,000 here.)
     from concurrent.futures import ThreadPoolExecutor
 
-    inputs = [data(300 + 37 * i, 64, dtype, 40 + i) for i in range(4)]
-    expected = [fastkern.rbf_kernel(X, gamma=0.02) for X in inputs]
+    from threadpoolctl import threadpool_info
+
+    def counts():
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info()
+                if i["user_api"] == "blas"}
+
+    d = 64 if path is None else 150
+    inputs = [data(300 + 37 * i, d, dtype, 40 + i) for i in range(4)]
+    gram = functools.partial(fastkern.rbf_kernel, gamma=0.5 / d, path=path)
+    expected = [gram(X) for X in inputs]
+    before = counts()
     with ThreadPoolExecutor(4) as pool:
         for _ in range(3):
-            got = list(pool.map(lambda X: fastkern.rbf_kernel(X, gamma=0.02), inputs))
-            for K, ref in zip(got, expected):
-                assert_allclose(K, ref, rtol=4 * np.finfo(dtype).eps, atol=0)
+            for K, ref in zip(pool.map(gram, inputs), expected):
+                assert_array_equal(K, ref)
+    assert counts() == before

@@ -357,3 +357,61 @@ def test_scipy_blas_serial_holds_only_scipys_copy():
     assert {p: n for p, n in inside.items() if p not in scipy_own} == \
         {p: n for p, n in before.items() if p not in scipy_own}
     assert after == before
+
+
+def test_blas_limits_from_several_python_threads_end_in_any_order():
+    # The BLAS thread count is one value for the process: a limit held in
+    # one Python thread holds while another's ends, and the count found
+    # before the first comes back when the last ends, whichever ends first.
+    # (Each limit restoring what it found left one thread for good when the
+    # first to start ended first.)
+    import threading
+
+    import scipy.linalg  # noqa: F401 - loads scipy's BLAS too
+
+    from fastkern._threads import blas_limit
+
+    def counts():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    with blas_limit(2):
+        before = counts()
+        entered, release = [threading.Event() for _ in range(2)], \
+            [threading.Event() for _ in range(2)]
+        seen = {}
+
+        def hold(k, n):
+            with blas_limit(n):
+                entered[k].set()
+                assert release[k].wait(10)
+            seen[k] = counts()
+
+        first = threading.Thread(target=hold, args=(0, 1))
+        second = threading.Thread(target=hold, args=(1, 1))
+        first.start()
+        assert entered[0].wait(10)
+        second.start()
+        assert entered[1].wait(10)
+        assert counts() == [1] * len(before)
+        release[0].set()
+        first.join(10)
+        assert seen[0] == [1] * len(before)      # the second still holds one thread
+        release[1].set()
+        second.join(10)
+        assert counts() == before
+        # Different counts at once: the smallest holds.
+        release = [threading.Event() for _ in range(2)]
+        entered = [threading.Event() for _ in range(2)]
+        wide = threading.Thread(target=hold, args=(0, 2))
+        narrow = threading.Thread(target=hold, args=(1, 1))
+        wide.start()
+        assert entered[0].wait(10)
+        narrow.start()
+        assert entered[1].wait(10)
+        assert counts() == [1] * len(before)
+        release[1].set()
+        narrow.join(10)
+        assert counts() == [2] * len(before)
+        release[0].set()
+        wide.join(10)
+        assert counts() == before
