@@ -452,10 +452,13 @@ def limits_blas(method):
 # itself on a busy machine (KernelPCA on 200 samples: two calls per fit).
 INTERRUPTIBLE_IN_PLACE = 256 * 256
 # ... and so does a call its caller says takes at most this many
-# multiply-adds (``work=``): a quarter second even at 0.2 GFlop/s.  A potrf
-# of 500 x 500 (4e7) moved to a worker thread cost 0.2-0.4 ms more (1.4 ms
-# in place), its cache on the other core.
-INTERRUPTIBLE_WORK = 5e7
+# multiply-adds (``work=``): under 10 ms on one core at this machine's 25
+# GFlop/s, a quarter second even at 1 GFlop/s (one core shared with 25 busy
+# processes).  A potrf of 500 x 500 (4e7) moved to a worker thread cost
+# 0.2-0.4 ms more (1.4 ms in place), its cache on the other core; a grid
+# search's KernelRidge fit and score on 667 rows (potrf 1e8) took 7.4 ms
+# (median) with the potrf in a thread and 6.6 ms in place, one thread each.
+INTERRUPTIBLE_WORK = 2e8
 
 
 def _largest_array(args):
