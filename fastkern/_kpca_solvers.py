@@ -44,6 +44,13 @@ _KRYLOV_MAX_BLOCKS = 20
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
+# ... and ARPACK for fewer than 10 components from this many.  Side by side
+# (fit_transform, k = 5, 2 threads, d = 8, 16, 64, steep and flat spectra),
+# ARPACK's time over syevr's: geometric mean 1.52 at 150 samples, 1.17 at
+# 175, 0.90 at 200 (0.45 on the flat d = 64 spectrum, where syevr returned no
+# pairs and its fallback decomposed the whole matrix; 1.25 at most), 0.90 at
+# 250.
+_ARPACK_MIN_SAMPLES = 190
 # ... and the block Krylov solver, for fewer than 10 components, from this
 # many samples.  Side by side on 2 idle threads (d = 8, 16, 64; steep and
 # flat RBF spectra; ARPACK with scipy's BLAS on one thread), ARPACK was the
@@ -573,7 +580,7 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 1500 samples (800 on one thread), "arpack" for k < 10 from 201
+    from 1500 samples (800 on one thread), "arpack" for k < 10 from 190
     samples up to there and for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
@@ -583,7 +590,7 @@ def choose(est, X, k):
             and not _row_normalised(est.kernel)
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
-    if n > _ITERATIVE_MIN_SAMPLES and k < 10:
+    if n >= _ARPACK_MIN_SAMPLES and k < 10:
         return SOLVERS["block_krylov" if n >= krylov_from else "arpack"]
     if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
         return SOLVERS["arpack"]

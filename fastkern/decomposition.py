@@ -222,7 +222,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Otherwise chosen by measurement (benchmarks/bench_sizes.py, the "auto"
     grid): "block_krylov" for n_components < 10 and at least 1500 samples,
     or 800 on one thread (run to tol 2e-13, as accurate as ARPACK); "arpack"
-    for n_components < 10 from 201 samples up to there, and for
+    for n_components < 10 from 190 samples up to there, and for
     10 <= n_components <= n_samples / 50; else "dense".
 
     Examples

@@ -268,13 +268,15 @@ def test_memory_layouts():
 
 
 # What "auto" chooses (fastkern._kpca_solvers.choose), checked through the
-# fit: the thresholds at 200/201, 1499/1500 (799/800 on one thread), k < 10 and
+# fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 1499/1500
+# (799/800 on one thread), k < 10 and
 # k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
 # float32), and the inputs that never go matrix-free (precomputed, sparse,
 # cosine).  n=2000 fits only where they are cheap (few components).
 _B400, _B500_32 = 400 * 400 * 8, 500 * 500 * 4
 _AUTO_CASES = [
-    (150, 3, {}, "dense"), (200, 3, {}, "dense"), (201, 3, {}, "arpack"),
+    (150, 3, {}, "dense"), (189, 3, {}, "dense"), (190, 3, {}, "arpack"),
+    (200, 3, {}, "arpack"), (200, 10, {}, "dense"), (201, 3, {}, "arpack"),
     (237, 3, {}, "arpack"), (237, 9, {}, "arpack"), (237, 10, {}, "dense"),
     (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
     (1000, 21, {}, "dense"), (1499, 9, dict(n_threads=2), "arpack"),
