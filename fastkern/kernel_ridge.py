@@ -27,7 +27,7 @@ from fastkern._kernel_api import (KernelSpec, gram_dtype, is_precomputed, kernel
                                   resolve_gamma, validate_input)
 from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
-from fastkern._threads import interruptible, limits_blas
+from fastkern._threads import default_threads_now, interruptible, limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
 
@@ -42,6 +42,11 @@ _BLOCK_ROWS = 64
 #: running) the float64 solve took 0.73-0.94x the mixed one's time at 2000
 #: samples and 1.24-1.39x at 3000: the crossover lies between.
 MIXED_MIN_SAMPLES = 2500
+#: ... and from this many on one thread (n_threads=1, or OMP_NUM_THREADS=1 as
+#: in a grid search's workers), where float32's factorisation gains more.  One
+#: thread, alpha 0.1 and 1, d = 8, 16, 64 (medians of 9): mixed / float64
+#: 0.92-1.27 at 1000 and 1200 samples, 0.84-0.95 at 1500.
+MIXED_MIN_SAMPLES_SERIAL = 1400
 
 
 def gram_buffer(X, spec, *, n_threads, dtype):
@@ -223,8 +228,9 @@ class KernelRidge(_KernelRegressorBase):
         "cholesky" is the exact solve above, in the Gram matrix's dtype.
         "mixed" solves in mixed precision (LAPACK's dsposv without a float64
         matrix; see Notes), falling back to "cholesky" where it does not
-        apply.  "auto" is "mixed" from ``MIXED_MIN_SAMPLES`` (2500) samples
-        and "cholesky" below, where the float64 factorisation is as fast.
+        apply.  "auto" is "mixed" from ``MIXED_MIN_SAMPLES`` (2500) samples,
+        or ``MIXED_MIN_SAMPLES_SERIAL`` (1400) on one thread, and "cholesky"
+        below, where the float64 factorisation is as fast.
         "incomplete_cholesky" is for large n: K is replaced by a low-rank
         factorisation G G^T (see Notes).  ``solver_`` records the solve used.
     ichol_tol : float, default=1e-6
@@ -415,7 +421,13 @@ class KernelRidge(_KernelRegressorBase):
         return (dtype == np.float64 and not hasattr(X, "toarray")
                 and isinstance(self.kernel, str) and self.kernel in MIXED_KERNELS
                 and bool(np.all(alpha > 0))
-                and (self.solver == "mixed" or X.shape[0] >= MIXED_MIN_SAMPLES))
+                and (self.solver == "mixed" or X.shape[0] >= self._mixed_from()))
+
+    def _mixed_from(self):
+        """The samples from which solver="auto" tries the mixed solve, on this
+        fit's threads (default_threads_now: limits_blas's cap applies)."""
+        threads = default_threads_now() if self.n_threads is None else self.n_threads
+        return MIXED_MIN_SAMPLES_SERIAL if threads == 1 else MIXED_MIN_SAMPLES
 
     def _fit_ichol(self, X, Y, sw, alpha, ravel):
         from fastkern.lowrank import factor

@@ -798,22 +798,28 @@ def test_mixed_falls_back_below_float32_resolution_of_alpha():
                      "alpha below float32 resolution")
 
 
-def test_auto_uses_mixed_from_min_samples(monkeypatch):
+@pytest.mark.parametrize("n_threads, threshold", [(2, "MIXED_MIN_SAMPLES"),
+                                                   (1, "MIXED_MIN_SAMPLES_SERIAL")])
+def test_auto_uses_mixed_from_min_samples(monkeypatch, n_threads, threshold):
+    # From MIXED_MIN_SAMPLES samples, or MIXED_MIN_SAMPLES_SERIAL on one thread.
     from fastkern import kernel_ridge
 
     X, y, _, _, kw = _mixed_case("plain")
-    auto = KernelRidge(alpha=1.0, **kw).fit(X, y)
-    assert X.shape[0] < kernel_ridge.MIXED_MIN_SAMPLES and auto.solver_ == "cholesky"
+    est = dict(kw, n_threads=n_threads)
+    auto = KernelRidge(alpha=1.0, **est).fit(X, y)
+    assert X.shape[0] < getattr(kernel_ridge, threshold) and auto.solver_ == "cholesky"
     np.testing.assert_array_equal(
-        auto.dual_coef_, KernelRidge(alpha=1.0, solver="cholesky", **kw).fit(X, y).dual_coef_)
-    monkeypatch.setattr(kernel_ridge, "MIXED_MIN_SAMPLES", X.shape[0])
-    auto = KernelRidge(alpha=1.0, **kw).fit(X, y)
+        auto.dual_coef_, KernelRidge(alpha=1.0, solver="cholesky", **est).fit(X, y).dual_coef_)
+    monkeypatch.setattr(kernel_ridge, threshold, X.shape[0])
+    auto = KernelRidge(alpha=1.0, **est).fit(X, y)
     assert auto.solver_ == "mixed"
     assert _rel(auto.dual_coef_, _exact_dual(X, y, 1.0, **kw)) < 1e-10
+    monkeypatch.setattr(kernel_ridge, threshold, X.shape[0] + 1)
+    assert KernelRidge(alpha=1.0, **est).fit(X, y).solver_ == "cholesky"
     # alpha = 0 never tries float32 (K alone may be singular).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", linalg.LinAlgWarning)
-        assert KernelRidge(alpha=0.0, **kw).fit(X, y).solver_ == "cholesky"
+        assert KernelRidge(alpha=0.0, **est).fit(X, y).solver_ == "cholesky"
 
 
 @pytest.mark.parametrize("y_dtype", [np.float32, np.float64])
