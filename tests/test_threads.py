@@ -415,3 +415,31 @@ def test_blas_limits_from_several_python_threads_end_in_any_order():
         release[0].set()
         wide.join(10)
         assert counts() == before
+
+
+def test_others_running_ignores_a_moment_and_own_threads_that_stop(monkeypatch):
+    # Readings are instants.  A thread of this process running just before
+    # the kernel's count is its own, even if it stops before the next look
+    # (a BLAS worker ending its spin); another process seen in one reading
+    # only is not a busy machine; one seen in every reading is.
+    own = iter([{"1", "2"}, {"1"}] * 10)
+    monkeypatch.setattr(_threads, "_own_running", lambda: next(own))
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: 2)
+    assert _threads.others_running() == 0
+    monkeypatch.setattr(_threads, "_own_running", lambda: {"1"})
+    moments = iter([3, 1, 1, 3, 1])
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: next(moments))
+    assert _threads.others_running() == 0
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: 2)
+    assert _threads.others_running() == 1
+    monkeypatch.setattr(_threads, "_runnable_now", lambda: 3)
+    assert _threads.others_running() == 2
+
+
+def test_others_running_is_zero_where_proc_cannot_tell(monkeypatch):
+    def unreadable():
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(_threads, "_runnable_now", unreadable)
+    assert _threads.others_running() == 0
+    assert _threads.cores_free() >= 1
