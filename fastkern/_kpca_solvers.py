@@ -44,12 +44,9 @@ _KRYLOV_MAX_BLOCKS = 20
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
-# ... and ARPACK for fewer than 10 components from this many.  Side by side
-# (fit_transform, k = 5, 2 threads, d = 8, 16, 64, steep and flat spectra),
-# ARPACK's time over syevr's: geometric mean 1.52 at 150 samples, 1.17 at
-# 175, 0.90 at 200 (0.45 on the flat d = 64 spectrum, where syevr returned no
-# pairs and its fallback decomposed the whole matrix; 1.25 at most), 0.90 at
-# 250.
+# ... and ARPACK for fewer than 10 components from this many, where it
+# overtakes syevr over the sizes benchmark's spectra (performance_history,
+# "Small and mid sizes").
 _ARPACK_MIN_SAMPLES = 190
 # ... and the block Krylov solver, for fewer than 10 components, from this
 # many samples.  Side by side on 2 idle threads (d = 8, 16, 64; steep and
@@ -247,9 +244,7 @@ class Arpack(_CentredInPlace):
         # ARPACK's own vector operations on scipy's BLAS, one thread: see
         # scipy_blas_serial (the products K @ x keep numpy's threads).
         # A wider basis than scipy's default (20 for k = 5): fewer implicit
-        # restarts.  Side by side at N = 300-2000 (k = 5, d = 8-64, gamma 1/d
-        # and 0.5), 30 vectors took 0.5-1.1x the time of 20 (of 2k + 1: 0.3-1.0x),
-        # fastest from N = 1000; with k = 10, k + 25 beat 21 and 60.
+        # restarts (performance_history, "Small and mid sizes").
         ncv = min(K.shape[0], max(2 * k + 1, k + ARPACK_EXTRA_VECTORS))
         with scipy_blas_serial():
             return eigsh(K, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)

@@ -384,19 +384,15 @@ def others_running():
     stands: a short-lived task (a shell command, a monitor's sample, another
     tenant's thread on a shared host, which /proc/loadavg counts but this
     process cannot see) is not a busy machine, while a CPU-bound competitor
-    stays runnable in every reading.  On the idle 2-core machine, right after
-    a KernelPCA fit, single readings found another task in 1 to 2 of 30, three
-    back to back in 4 of 60, three 0.2 ms apart in 2 of 450; a CPU-bound
-    competitor was seen in 50 of 50 (0.8 ms per call then).
+    stays runnable in every reading (performance_history, "Small and mid
+    sizes").
     """
     least = None
     try:
         for reading in range(_LOAD_READINGS):
             if reading:
                 # Waited out on this core: a sleep gives it up, and on a busy
-                # machine getting it back took milliseconds (KernelRidge at
-                # N = 1000 beside 2 busy processes: fastest fit 23.9 ms
-                # against 13.4 ms on one thread).
+                # machine getting it back takes milliseconds.
                 resume = time.perf_counter() + _LOAD_READING_GAP
                 while time.perf_counter() < resume:
                     pass
@@ -498,12 +494,10 @@ def limits_blas(method):
 # itself on a busy machine (KernelPCA on 200 samples: two calls per fit).
 INTERRUPTIBLE_IN_PLACE = 256 * 256
 # ... and so does a call its caller says takes at most this many
-# multiply-adds (``work=``): under 10 ms on one core at this machine's 25
-# GFlop/s, a quarter second even at 1 GFlop/s (one core shared with 25 busy
-# processes).  A potrf of 500 x 500 (4e7) moved to a worker thread cost
-# 0.2-0.4 ms more (1.4 ms in place), its cache on the other core; a grid
-# search's KernelRidge fit and score on 667 rows (potrf 1e8) took 7.4 ms
-# (median) with the potrf in a thread and 6.6 ms in place, one thread each.
+# multiply-adds (``work=``): a quarter second even at 1 GFlop/s, a core
+# shared with dozens of busy processes.  A call moved to a worker thread pays
+# the thread's start and a cold cache on the other core (performance_history,
+# "Small and mid sizes").
 INTERRUPTIBLE_WORK = 2e8
 
 

@@ -43,9 +43,8 @@ _BLOCK_ROWS = 64
 #: samples and 1.24-1.39x at 3000: the crossover lies between.
 MIXED_MIN_SAMPLES = 2500
 #: ... and from this many on one thread (n_threads=1, or OMP_NUM_THREADS=1 as
-#: in a grid search's workers), where float32's factorisation gains more.  One
-#: thread, alpha 0.1 and 1, d = 8, 16, 64 (medians of 9): mixed / float64
-#: 0.92-1.27 at 1000 and 1200 samples, 0.84-0.95 at 1500.
+#: in a grid search's workers), where float32's factorisation gains more
+#: without a second BLAS thread (performance_history, "Small and mid sizes").
 MIXED_MIN_SAMPLES_SERIAL = 1400
 
 
