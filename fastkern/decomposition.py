@@ -31,7 +31,7 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed,
 from fastkern._kpca_solvers import (DEPRECATED_SOLVERS, EIGEN_SOLVERS, SOLVERS, choose,
                                     cluster_solvers)
 from fastkern._threads import limits_blas
-from fastkern._validation import check_real, is_dask_array, memory_budget_bytes
+from fastkern._validation import check_real, is_dask_array, parse_memory_budget
 
 __all__ = ["KernelPCA"]
 
@@ -380,7 +380,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.fit_inverse_transform and self._precomputed:
             raise ValueError("Cannot fit_inverse_transform with a precomputed kernel.")
         name = self._solver_name()
-        memory_budget_bytes(self.memory_budget)
+        # Checked before any work; the available memory is read only where a
+        # solver needs it (/proc/meminfo is slow next to a small fit).
+        parse_memory_budget(self.memory_budget)
         self._client, self._timeout = self._cluster_settings(client, timeout)
         if self._client is not None or is_dask_array(X):
             # sklearn's validation would load a dask array into memory; the
