@@ -13,7 +13,7 @@ pickling, ``clone`` and the attributes (``eigenvalues_``, ``_fit_row_means``,
 """
 import numpy as np
 from scipy import linalg, sparse
-from scipy.sparse.linalg import eigsh
+from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
@@ -24,10 +24,11 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage, stage_work
-from fastkern._threads import default_threads_now, scipy_blas_serial
+from fastkern._threads import blas_threads, default_threads_now, scipy_blas_serial
 from fastkern._validation import (_all_finite, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
+from fastkern.kernels import Kernel
 
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
@@ -54,13 +55,9 @@ _ARPACK_MIN_SAMPLES = 190
 # fastest or within 1.02x at N = 1000 in five of six cases, the block solver
 # at N = 2000 in all six; between them each had a case 1.3-1.6x slower than
 # the other (docs/developer/performance_history.rst).
+# On one thread too, since ARPACK's products there read one triangle of K
+# (Arpack.solve; performance_history, "Small and mid sizes").
 _KRYLOV_MIN_SAMPLES = 1500
-# ... or from this many on one thread (n_threads=1, OMP_NUM_THREADS=1 as in a
-# grid search's workers): ARPACK's products then get no second BLAS thread.
-# One thread, d = 8, 16, 64, steep and flat (benchmarks/bench_sizes.py's
-# spectra): the block solver the fastest or within 1.13x from N = 800 (N =
-# 1000: 0.35-0.93x ARPACK's time), up to 1.8x slower on flat spectra at 600.
-_KRYLOV_MIN_SAMPLES_SERIAL = 800
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -231,6 +228,19 @@ class Dense(_CentredInPlace):
 
 # Lanczos vectors ARPACK keeps beyond the k wanted (see Arpack.solve).
 ARPACK_EXTRA_VECTORS = 25
+# ARPACK's products read one triangle of K with scipy's symv on one thread
+# (see Arpack.solve) on one BLAS thread, and on more below this many rows,
+# where numpy's OpenBLAS runs its gemv on one thread anyway (below m n =
+# 460,800; on 2 threads its time jumped down 1.5x between 668 and 701 rows).
+ARPACK_SYMV_ROWS = 680
+
+
+def _one_triangle_product(K):
+    """K @ x from the lower triangle of the symmetric C-ordered K (its F-ordered
+    K.T's upper one, the triangle "dense" reads): BLAS symv, as an operator."""
+    symv = linalg.get_blas_funcs("symv", (K,))
+    Kf = K.T
+    return LinearOperator(K.shape, matvec=lambda x: symv(1.0, Kf, x, lower=0), dtype=K.dtype)
 
 
 class Arpack(_CentredInPlace):
@@ -246,8 +256,21 @@ class Arpack(_CentredInPlace):
         # A wider basis than scipy's default (20 for k = 5): fewer implicit
         # restarts (performance_history, "Small and mid sizes").
         ncv = min(K.shape[0], max(2 * k + 1, k + ARPACK_EXTRA_VECTORS))
+        # A Gram fastkern computed is symmetric: where numpy's gemv would run
+        # on one thread, its products read one triangle (symv), half of what
+        # gemv reads, on scipy's BLAS, which scipy_blas_serial holds to one
+        # thread (performance_history, "Small and mid sizes").  A precomputed
+        # kernel or a callable's may not be symmetric: all of it, as
+        # scikit-learn's ARPACK reads.
+        n = K.shape[0]
+        threads = default_threads_now() if est.n_threads is None else est.n_threads
+        A = K
+        symmetric = not est._precomputed and isinstance(est.kernel, (str, Kernel))
+        if (symmetric and k < n - 1
+                and (blas_threads(threads, n) == 1 or n < ARPACK_SYMV_ROWS)):
+            A = _one_triangle_product(K)
         with scipy_blas_serial():
-            return eigsh(K, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)
+            return eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)
 
 
 class Randomized(_CentredInPlace):
@@ -575,18 +598,16 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 1500 samples (800 on one thread), "arpack" for k < 10 from 190
-    samples up to there and for 10 <= k <= n / 50 above 200, else "dense".
+    from 1500 samples, "arpack" for k < 10 from 190 samples up to there and
+    for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
-    threads = default_threads_now() if est.n_threads is None else est.n_threads
-    krylov_from = _KRYLOV_MIN_SAMPLES_SERIAL if threads == 1 else _KRYLOV_MIN_SAMPLES
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
             and not _row_normalised(est.kernel)
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n >= _ARPACK_MIN_SAMPLES and k < 10:
-        return SOLVERS["block_krylov" if n >= krylov_from else "arpack"]
+        return SOLVERS["block_krylov" if n >= _KRYLOV_MIN_SAMPLES else "arpack"]
     if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
         return SOLVERS["arpack"]
     return SOLVERS["dense"]

@@ -220,8 +220,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     Solver choice (eigen_solver="auto").  "matrix-free" when the dense Gram
     would exceed ``memory_budget`` (not for precomputed, cosine or sparse X).
     Otherwise chosen by measurement (benchmarks/bench_sizes.py, the "auto"
-    grid): "block_krylov" for n_components < 10 and at least 1500 samples,
-    or 800 on one thread (run to tol 2e-13, as accurate as ARPACK); "arpack"
+    grid): "block_krylov" for n_components < 10 and at least 1500 samples
+    (run to tol 2e-13, as accurate as ARPACK); "arpack"
     for n_components < 10 from 190 samples up to there, and for
     10 <= n_components <= n_samples / 50; else "dense".
 

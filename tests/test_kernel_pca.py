@@ -269,7 +269,7 @@ def test_memory_layouts():
 
 # What "auto" chooses (fastkern._kpca_solvers.choose), checked through the
 # fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 1499/1500
-# (799/800 on one thread), k < 10 and
+# (on one thread too), k < 10 and
 # k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
 # float32), and the inputs that never go matrix-free (precomputed, sparse,
 # cosine).  n=2000 fits only where they are cheap (few components).
@@ -281,8 +281,8 @@ _AUTO_CASES = [
     (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
     (1000, 21, {}, "dense"), (1499, 9, dict(n_threads=2), "arpack"),
     (1500, 9, dict(n_threads=2), "block_krylov"), (1500, 3, dict(n_threads=2), "block_krylov"),
-    (799, 3, dict(n_threads=1), "arpack"), (800, 3, dict(n_threads=1), "block_krylov"),
-    (800, 10, dict(n_threads=1), "arpack"), (2000, 40, {}, "arpack"),
+    (800, 3, dict(n_threads=1), "arpack"), (1499, 3, dict(n_threads=1), "arpack"),
+    (1500, 3, dict(n_threads=1), "block_krylov"), (2000, 40, {}, "arpack"),
     (400, 3, dict(memory_budget=_B400), "arpack"),
     (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
     (400, 50, dict(memory_budget=_B400 - 1), "matrix-free"),
@@ -1190,3 +1190,25 @@ def test_kernel_spec_is_built_once_and_pickles_and_clones(solver):
     assert again.kernel_spec_ == est.kernel_spec_
     np.testing.assert_allclose(again.transform(X[:5]), est.transform(X[:5]), rtol=1e-10)
     assert not hasattr(clone(est), "kernel_spec_")
+
+
+@pytest.mark.parametrize("n", [301, _kpca_solvers.ARPACK_SYMV_ROWS - 1,
+                               _kpca_solvers.ARPACK_SYMV_ROWS, 701])
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_arpack_on_either_product_matches_numpy_eigh(n, n_threads, dtype):
+    # ARPACK's products read one triangle of a Gram fastkern computed on one
+    # BLAS thread or below ARPACK_SYMV_ROWS rows, and all of it otherwise:
+    # the same eigenpairs either way, for both dtypes.
+    X = np.random.default_rng(n).standard_normal((n, 6)).astype(dtype)
+    kpca = KernelPCA(4, kernel="rbf", gamma=0.3, eigen_solver="arpack", random_state=0,
+                     n_threads=n_threads).fit(X)
+    K = fastkern.rbf_kernel(X.astype(np.float64), gamma=0.3)
+    H = np.eye(n) - 1.0 / n
+    w, V = np.linalg.eigh(H @ K @ H)
+    rtol = 1e-5 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(kpca.eigenvalues_, w[::-1][:4], rtol=rtol)
+    # The same subspace: the top 4 of eigh are well separated here.
+    U = kpca.eigenvectors_.astype(np.float64)
+    overlap = np.linalg.svd(V[:, ::-1][:, :4].T @ U, compute_uv=False)
+    np.testing.assert_allclose(overlap, 1.0, atol=1e-4 if dtype == np.float32 else 1e-9)
