@@ -229,9 +229,10 @@ class Dense(_CentredInPlace):
 # Lanczos vectors ARPACK keeps beyond the k wanted (see Arpack.solve).
 ARPACK_EXTRA_VECTORS = 25
 # ARPACK's products read one triangle of K with scipy's symv on one thread
-# (see Arpack.solve) on one BLAS thread, and on more below this many rows,
-# where numpy's OpenBLAS runs its gemv on one thread anyway (below m n =
-# 460,800; on 2 threads its time jumped down 1.5x between 668 and 701 rows).
+# (see Arpack.solve) when the fit has at most this many BLAS threads, and on
+# more below ARPACK_SYMV_ROWS rows, where numpy's OpenBLAS runs its gemv on
+# one thread anyway (below m n = 460,800).
+ARPACK_SYMV_MAX_THREADS = 2
 ARPACK_SYMV_ROWS = 680
 
 
@@ -256,18 +257,20 @@ class Arpack(_CentredInPlace):
         # A wider basis than scipy's default (20 for k = 5): fewer implicit
         # restarts (performance_history, "Small and mid sizes").
         ncv = min(K.shape[0], max(2 * k + 1, k + ARPACK_EXTRA_VECTORS))
-        # A Gram fastkern computed is symmetric: where numpy's gemv would run
-        # on one thread, its products read one triangle (symv), half of what
-        # gemv reads, on scipy's BLAS, which scipy_blas_serial holds to one
-        # thread (performance_history, "Small and mid sizes").  A precomputed
-        # kernel or a callable's may not be symmetric: all of it, as
-        # scikit-learn's ARPACK reads.
+        # A Gram fastkern computed is symmetric: its products read one
+        # triangle (symv), half of what numpy's gemv reads, on scipy's BLAS,
+        # which scipy_blas_serial holds to one thread.  On 2 threads gemv was
+        # faster alone from 701 rows, and slower next to other libraries'
+        # BLAS pools (performance_history, "Small and mid sizes"); on more
+        # threads it keeps them.  A precomputed kernel or a callable's may
+        # not be symmetric: all of it, as scikit-learn's ARPACK reads.
         n = K.shape[0]
         threads = default_threads_now() if est.n_threads is None else est.n_threads
         A = K
         symmetric = not est._precomputed and isinstance(est.kernel, (str, Kernel))
         if (symmetric and k < n - 1
-                and (blas_threads(threads, n) == 1 or n < ARPACK_SYMV_ROWS)):
+                and (blas_threads(threads, n) <= ARPACK_SYMV_MAX_THREADS
+                     or n < ARPACK_SYMV_ROWS)):
             A = _one_triangle_product(K)
         with scipy_blas_serial():
             return eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)

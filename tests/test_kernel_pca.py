@@ -1194,11 +1194,11 @@ def test_kernel_spec_is_built_once_and_pickles_and_clones(solver):
 
 @pytest.mark.parametrize("n", [301, _kpca_solvers.ARPACK_SYMV_ROWS - 1,
                                _kpca_solvers.ARPACK_SYMV_ROWS, 701])
-@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("n_threads", [1, _kpca_solvers.ARPACK_SYMV_MAX_THREADS + 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_arpack_on_either_product_matches_numpy_eigh(n, n_threads, dtype):
-    # ARPACK's products read one triangle of a Gram fastkern computed on one
-    # BLAS thread or below ARPACK_SYMV_ROWS rows, and all of it otherwise:
+    # ARPACK's products read one triangle of a Gram fastkern computed on few
+    # BLAS threads or below ARPACK_SYMV_ROWS rows, and all of it otherwise:
     # the same eigenpairs either way, for both dtypes.
     X = np.random.default_rng(n).standard_normal((n, 6)).astype(dtype)
     kpca = KernelPCA(4, kernel="rbf", gamma=0.3, eigen_solver="arpack", random_state=0,
