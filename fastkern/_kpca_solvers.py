@@ -24,8 +24,8 @@ from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eig
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._progress import report_iteration, report_stage, stage_work
-from fastkern._threads import blas_threads, default_threads_now, scipy_blas_serial
-from fastkern._validation import (_all_finite, is_dask_array,
+from fastkern._threads import blas_threads, scipy_blas_serial
+from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernels import Kernel
@@ -265,7 +265,7 @@ class Arpack(_CentredInPlace):
         # threads it keeps them.  A precomputed kernel or a callable's may
         # not be symmetric: all of it, as scikit-learn's ARPACK reads.
         n = K.shape[0]
-        threads = default_threads_now() if est.n_threads is None else est.n_threads
+        threads = check_n_threads(est.n_threads)
         A = K
         symmetric = not est._precomputed and isinstance(est.kernel, (str, Kernel))
         if (symmetric and k < n - 1

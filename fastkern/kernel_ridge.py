@@ -27,7 +27,7 @@ from fastkern._kernel_api import (KernelSpec, gram_dtype, is_precomputed, kernel
                                   resolve_gamma, validate_input)
 from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
-from fastkern._threads import default_threads_now, interruptible, limits_blas
+from fastkern._threads import interruptible, limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
 
@@ -424,8 +424,8 @@ class KernelRidge(_KernelRegressorBase):
 
     def _mixed_from(self):
         """The samples from which solver="auto" tries the mixed solve, on this
-        fit's threads (default_threads_now: limits_blas's cap applies)."""
-        threads = default_threads_now() if self.n_threads is None else self.n_threads
+        fit's threads (n_threads=None: limits_blas's cap applies)."""
+        threads = check_n_threads(self.n_threads)
         return MIXED_MIN_SAMPLES_SERIAL if threads == 1 else MIXED_MIN_SAMPLES
 
     def _fit_ichol(self, X, Y, sw, alpha, ravel):
