@@ -374,46 +374,43 @@ def test_blas_limits_from_several_python_threads_end_in_any_order():
     def counts():
         return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
 
+    def holding(n):
+        """A thread inside blas_limit(n) until the returned call, which ends it
+        and returns the counts the thread saw after its limit."""
+        entered, done, seen = threading.Event(), threading.Event(), []
+
+        def hold():
+            with blas_limit(n):
+                entered.set()
+                assert done.wait(10)
+            seen.append(counts())
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        assert entered.wait(10)
+
+        def end():
+            done.set()
+            thread.join(10)
+            return seen[0]
+
+        return end
+
     with blas_limit(2):
         before = counts()
-        entered, release = [threading.Event() for _ in range(2)], \
-            [threading.Event() for _ in range(2)]
-        seen = {}
-
-        def hold(k, n):
-            with blas_limit(n):
-                entered[k].set()
-                assert release[k].wait(10)
-            seen[k] = counts()
-
-        first = threading.Thread(target=hold, args=(0, 1))
-        second = threading.Thread(target=hold, args=(1, 1))
-        first.start()
-        assert entered[0].wait(10)
-        second.start()
-        assert entered[1].wait(10)
+        end_first = holding(1)
+        end_second = holding(1)
         assert counts() == [1] * len(before)
-        release[0].set()
-        first.join(10)
-        assert seen[0] == [1] * len(before)      # the second still holds one thread
-        release[1].set()
-        second.join(10)
+        assert end_first() == [1] * len(before)      # the second still holds one thread
+        end_second()
         assert counts() == before
         # Different counts at once: the smallest holds.
-        release = [threading.Event() for _ in range(2)]
-        entered = [threading.Event() for _ in range(2)]
-        wide = threading.Thread(target=hold, args=(0, 2))
-        narrow = threading.Thread(target=hold, args=(1, 1))
-        wide.start()
-        assert entered[0].wait(10)
-        narrow.start()
-        assert entered[1].wait(10)
+        end_wide = holding(2)
+        end_narrow = holding(1)
         assert counts() == [1] * len(before)
-        release[1].set()
-        narrow.join(10)
+        end_narrow()
         assert counts() == [2] * len(before)
-        release[0].set()
-        wide.join(10)
+        end_wide()
         assert counts() == before
 
 
