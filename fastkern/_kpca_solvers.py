@@ -23,6 +23,7 @@ from fastkern import _registry
 from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
+from fastkern._operator import kernel_times
 from fastkern._progress import report_iteration, report_stage, stage_work
 from fastkern._threads import blas_threads, scipy_blas_serial
 from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
@@ -177,14 +178,40 @@ class _GramSolver(Solver):
         return X_transformed
 
     def transform(self, est, X):
-        if est._precomputed:
+        if not est._precomputed:
+            projection = _fused_projection(est, X)
+            if projection is not None:
+                return projection
+            K = est._gram(X.astype(est.X_fit_.dtype, copy=False), est.X_fit_)
+        else:
             # validate_data checked X.shape[1] == n_samples of the fit.
             K = X.toarray(order="C") if sparse.issparse(X) else X
             K = np.array(K, dtype=est.eigenvectors_.dtype, order="C", copy=True)
-        else:
-            K = est._gram(X.astype(est.X_fit_.dtype, copy=False), est.X_fit_)
         K = est._centerer.transform(K, copy=False)
         return K @ scaled_eigenvectors(est, est.eigenvectors_.dtype)
+
+
+def _fused_projection(est, X):
+    """The centred K(X, X_fit_) @ A, K never stored (``_operator.kernel_times``), or None
+    where the tile loops do not have the kernel.
+
+    One pass gives K A and K 1 together; the centring is then the training
+    means' correction of ``large_n.centred_projection``, O(n k).
+    """
+    from fastkern import large_n
+
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or est.kernel_spec_.compiled(
+            X.shape[1]) is None:
+        return None
+    A = scaled_eigenvectors(est, np.float64)
+    A1 = np.hstack([A, np.ones((A.shape[0], 1))])
+    KA1 = kernel_times(est.kernel_spec_, X.astype(est.X_fit_.dtype, copy=False), est.X_fit_,
+                       A1, n_threads=est.n_threads)
+    if KA1 is None:
+        return None
+    centerer = est._centerer
+    projection = large_n.centred_projection(KA1, A, centerer.K_fit_rows_, centerer.K_fit_all_)
+    return projection.astype(est.eigenvectors_.dtype, copy=False)
 
 
 def full_gram(est, X):

@@ -27,6 +27,7 @@ from fastkern._kernel_api import (KernelSpec, gram_dtype, is_precomputed, kernel
                                   resolve_gamma, validate_input)
 from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
+from fastkern._operator import kernel_times
 from fastkern._threads import interruptible, limits_blas
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
@@ -141,7 +142,9 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predict with k(X, X_fit_) @ dual_coef_.
 
-        For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
+        For the kernels of the compiled tile loops the product is summed tile
+        by tile (``fastkern._operator.kernel_times``): no n_queries x
+        n_samples matrix is stored.  For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
         With solver="incomplete_cholesky" the predictions are
         g(X) @ ichol_coef_ (the Nystroem features of X on the pivots).
 
@@ -163,6 +166,13 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return self._ichol_features(X) @ self.ichol_coef_
         if self._precomputed and hasattr(X, "toarray"):
             return np.asarray(X @ self.dual_coef_)
+        KV = kernel_times(self.kernel_spec_, X, self.X_fit_, self.dual_coef_,
+                          n_threads=self.n_threads)
+        if KV is not None:
+            # The dtype k(X, X_fit_) would have: float32 only from float32
+            # on both sides.
+            K_dtype = np.float32 if X.dtype == self.X_fit_.dtype == np.float32 else np.float64
+            return KV.astype(np.result_type(K_dtype, self.dual_coef_.dtype), copy=False)
         K = self.kernel_spec_.gram(X, self.X_fit_, n_threads=self.n_threads)
         # As scikit-learn: the result has the promoted dtype of K and dual_coef_.
         return np.dot(K, self.dual_coef_)

@@ -1212,3 +1212,83 @@ def test_arpack_on_either_product_matches_numpy_eigh(n, n_threads, dtype):
     U = kpca.eigenvectors_.astype(np.float64)
     overlap = np.linalg.svd(V[:, ::-1][:, :4].T @ U, compute_uv=False)
     np.testing.assert_allclose(overlap, 1.0, atol=1e-4 if dtype == np.float32 else 1e-9)
+
+
+# -- transform without the cross Gram (fastkern._operator.kernel_times) -------
+
+def _centred_projection_reference(est, Xt, kernel, **kw):
+    """scikit-learn's centring of k(Xt, X_fit_) with the training Gram's means, times
+    the scaled eigenvectors: the explicit formula, in float64."""
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    Xf = np.asarray(est.X_fit_, dtype=np.float64)
+    Xt = np.asarray(Xt, dtype=np.float64)
+    K_fit = pairwise_kernels(Xf, metric=kernel, **kw)
+    K = pairwise_kernels(Xt, Xf, metric=kernel, **kw)
+    Kc = K - K_fit.mean(axis=0) - K.mean(axis=1, keepdims=True) + K_fit.mean()
+    A = est.eigenvectors_.astype(np.float64) / np.sqrt(est.eigenvalues_.astype(np.float64))
+    return Kc @ A, np.abs(K) @ np.abs(A)
+
+
+@pytest.mark.parametrize("case", ["rbf", "rbf-blas", "laplacian", "poly", "linear-offset",
+                                  "tiny-gamma", "near-duplicates"])
+@pytest.mark.parametrize("solver", ["dense", "arpack", "block_krylov"])
+@pytest.mark.parametrize("n_test", [1, 256, 257])  # around the 256-row tiles
+def test_transform_matches_explicit_centring(case, solver, n_test):
+    rng = np.random.default_rng(n_test)
+    X, Xt = rng.standard_normal((300, 6)), rng.standard_normal((n_test, 6))
+    kernel, kw = "rbf", {"gamma": 0.2}
+    if case == "rbf-blas":
+        X, Xt, kw = rng.standard_normal((300, 40)), rng.standard_normal((n_test, 40)), {
+            "gamma": 0.01}
+    elif case == "laplacian":
+        kernel = "laplacian"
+    elif case == "poly":
+        kernel, kw = "poly", {"gamma": 0.1, "degree": 3, "coef0": 1.0}
+    elif case == "linear-offset":
+        # Gram entries ~6e6 whose centred values are ~1: the centring cancels.
+        kernel, kw, X, Xt = "linear", {}, X + 1e3, Xt + 1e3
+    elif case == "tiny-gamma":
+        kw = {"gamma": 1e-7}
+    elif case == "near-duplicates":
+        X[1::2] = X[::2] + 1e-9 * rng.standard_normal((150, 6))
+        Xt[::2] = X[:len(Xt[::2])]
+    est = KernelPCA(4, kernel=kernel, eigen_solver=solver, random_state=0, **kw).fit(X)
+    ref, scale = _centred_projection_reference(est, Xt, kernel, **kw)
+    np.testing.assert_allclose(est.transform(Xt), ref, rtol=0, atol=1e-12 * scale.max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transform_is_the_same_on_any_thread_count_and_layout(dtype):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((400, 5)).astype(dtype)
+    Xt = rng.standard_normal((600, 5)).astype(dtype)
+    est = KernelPCA(3, kernel="rbf", gamma=0.3, eigen_solver="dense").fit(X)
+    ref = est.set_params(n_threads=1).transform(Xt)
+    assert ref.dtype == dtype
+    for n_threads in (2, 3):
+        np.testing.assert_array_equal(est.set_params(n_threads=n_threads).transform(Xt), ref)
+    wide = np.zeros((600, 10), dtype=dtype)
+    wide[:, ::2] = Xt
+    for other in (np.asfortranarray(Xt), wide[:, ::2]):
+        other.flags.writeable = False
+        np.testing.assert_array_equal(est.transform(other), ref)
+    # float64 rows on a float32 fit are projected as float32 rows, as before.
+    np.testing.assert_array_equal(est.transform(Xt.astype(np.float64)), ref)
+    expected, scale = _centred_projection_reference(est, Xt, "rbf", gamma=0.3)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(ref, expected, rtol=0, atol=tol * scale.max())
+
+
+def test_transform_holds_no_cross_gram():
+    rng = np.random.default_rng(4)
+    X, Xt = rng.standard_normal((1500, 5)), rng.standard_normal((3000, 5))
+    est = KernelPCA(5, kernel="rbf", eigen_solver="arpack", random_state=0).fit(X)
+    tracemalloc.start()
+    try:
+        est.transform(Xt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # k(Xt, X) would be 36 MB; the tiles are 0.5 MB per thread.
+    assert peak < 0.1 * 3000 * 1500 * 8, peak

@@ -896,3 +896,83 @@ def test_mixed_solve_of_a_gram_of_tiny_entries_matches_float64():
     np.testing.assert_allclose(mixed.dual_coef_, ref.dual_coef_, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(mixed.predict(X[:50] * 0.1), ref.predict(X[:50] * 0.1),
                                rtol=1e-12, atol=1e-13)
+
+
+# -- predict without the cross Gram (fastkern._operator.kernel_times) ---------
+
+PRODUCT_KERNELS = [dict(kernel="rbf", gamma=0.3), dict(kernel="rbf", gamma=0.02),
+                   dict(kernel="laplacian", gamma=0.2),
+                   dict(kernel="poly", gamma=0.1, degree=2, coef0=1.0),
+                   dict(kernel="sigmoid", gamma=0.01, coef0=0.5), dict(kernel="linear")]
+
+
+@pytest.mark.parametrize("params", PRODUCT_KERNELS,
+                         ids=lambda p: f"{p['kernel']}-{p.get('gamma', '')}")
+@pytest.mark.parametrize("n_test", [1, 255, 256, 257, 513])  # around the 256-row tiles
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_predict_matches_gram_times_dual_coef(params, n_test, ndim):
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    rng = np.random.default_rng(n_test)
+    # d = 40: the BLAS tiles of the RBF kernel (d = 6 below takes the direct ones).
+    d = 40 if params.get("gamma") == 0.02 else 6
+    X, Xt = rng.standard_normal((300, d)), rng.standard_normal((n_test, d))
+    y = rng.standard_normal((300, 2))
+    fk = KernelRidge(alpha=0.7, **params).fit(X, y[:, 0] if ndim == 1 else y)
+    kw = {k: v for k, v in params.items() if k != "kernel"}
+    K = pairwise_kernels(Xt, X, metric=params["kernel"], **kw)
+    pred = fk.predict(Xt)
+    assert pred.shape == ((n_test,) if ndim == 1 else (n_test, 2))
+    # Judged against |K| |c|: the sums may cancel.
+    atol = 1e-12 * (np.abs(K) @ np.abs(fk.dual_coef_)).max()
+    np.testing.assert_allclose(pred, K @ fk.dual_coef_, rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_predict_is_the_same_on_any_thread_count_layout_and_read_only_input(dtype):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((530, 5)).astype(dtype)
+    Xt = rng.standard_normal((700, 5)).astype(dtype)
+    fk = KernelRidge(alpha=0.3, kernel="rbf", gamma=0.4).fit(X, rng.standard_normal(530))
+    ref = fk.set_params(n_threads=1).predict(Xt)
+    for n_threads in (2, 3):
+        np.testing.assert_array_equal(fk.set_params(n_threads=n_threads).predict(Xt), ref)
+    wide = np.zeros((700, 10), dtype=dtype)
+    wide[:, ::2] = Xt
+    for other in (np.asfortranarray(Xt), wide[:, ::2]):
+        other.flags.writeable = False
+        np.testing.assert_array_equal(fk.predict(other), ref)
+    frozen = np.asfortranarray(X)
+    frozen.flags.writeable = False
+    refit = KernelRidge(alpha=0.3, kernel="rbf", gamma=0.4, n_threads=2).fit(
+        frozen, rng.standard_normal(530))
+    assert not refit.X_fit_.flags.c_contiguous
+    K = np.exp(-0.4 * ((Xt.astype(float)[:, None, :] - X.astype(float)[None]) ** 2).sum(-1))
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(refit.predict(Xt), K @ refit.dual_coef_, rtol=0,
+                               atol=tol * (K @ np.abs(refit.dual_coef_)).max())
+
+
+def test_predict_dtype_of_mixed_precision_input():
+    rng = np.random.default_rng(8)
+    X, y = rng.standard_normal((80, 4)), rng.standard_normal(80)
+    fk32 = KernelRidge(kernel="rbf").fit(X.astype(np.float32), y.astype(np.float32))
+    sk32 = SkKernelRidge(kernel="rbf").fit(X.astype(np.float32), y.astype(np.float32))
+    for Xt in (X[:9].astype(np.float32), X[:9]):
+        pred, ref = fk32.predict(Xt), sk32.predict(Xt)
+        assert pred.dtype == ref.dtype
+        assert _rel(pred, ref) < 1e-5
+
+
+def test_predict_holds_no_cross_gram():
+    rng = np.random.default_rng(9)
+    X, Xt = rng.standard_normal((1500, 5)), rng.standard_normal((3000, 5))
+    fk = KernelRidge(kernel="rbf").fit(X, rng.standard_normal((1500, 2)))
+    tracemalloc.start()
+    try:
+        fk.predict(Xt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # k(Xt, X) would be 36 MB; the tiles are 0.5 MB per thread.
+    assert peak < 0.1 * 3000 * 1500 * 8, peak

@@ -146,6 +146,28 @@ def test_kernel_product_other_kernels_and_threads():
     np.testing.assert_array_equal(one, two)  # each row block is owned by one thread
 
 
+def test_kernel_times_only_where_the_tile_loops_have_the_kernel():
+    from fastkern._operator import kernel_times
+
+    X, A = _data(40, 3), _data(7, 3)
+    V = RNG.standard_normal(40)
+    rbf = KernelSpec.from_params("rbf", gamma=0.5)
+    _assert_product(kernel_times(rbf, A, X, V), _sk_gram(A, X, gamma=0.5), V)
+    # float32 on both sides: float32 tiles, a float64 product.
+    KV32 = kernel_times(rbf, A.astype(np.float32), X.astype(np.float32), V)
+    assert KV32.dtype == np.float64
+    _assert_product(KV32, _sk_gram(A, X, gamma=0.5), V, rtol=1e-5)
+    assert kernel_times(rbf, A, X, V[:, None]).shape == (7, 1)
+    for spec in (KernelSpec.from_params("cosine"), KernelSpec.from_params("precomputed"),
+                 KernelSpec.from_params(fk.RBF(0.5) + fk.Linear()),
+                 KernelSpec.from_params(lambda x, y: float(x @ y))):
+        assert kernel_times(spec, A, X, V) is None
+    import scipy.sparse
+    assert kernel_times(rbf, scipy.sparse.csr_matrix(A), X, V) is None
+    assert kernel_times(rbf, np.array(["ab", "c"], dtype=object), X, V) is None
+    assert kernel_times(rbf, A, X, np.empty((40, 0))) is None
+
+
 def test_rbf_diagonal_is_exact_on_blas_path():
     X = _data(260, 40, scale=30.0)  # large norms: cancellation in ||x||^2 - 2 x.y + ||y||^2
     op = KernelOperator(X, kernel="rbf", gamma=1e-4)
