@@ -226,8 +226,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                       gamma, degree, diag)
                 if diag:
                     _mirror_diag(tbuf, bj, bj)
-                stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False, False)
                 if symmetric and I != J:
-                    stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                    stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True, False)
             fk_store_fence()
     return np.asarray(out)

@@ -578,7 +578,7 @@ def transposed(const floating[:, ::1] Y, int n_threads):
 cdef void _stream_packed(const floating *tbuf, Py_ssize_t bj, floating *packed,
                          const Py_ssize_t *row_start, Py_ssize_t strip, Py_ssize_t i0,
                          Py_ssize_t j0, Py_ssize_t bi, Py_ssize_t n, floating *scratch,
-                         bint diag) noexcept nogil:
+                         bint diag, bint cached) noexcept nogil:
     """Stream the tile K[i0:i0+bi, j0:j0+bj] (in tbuf, leading dimension bj)
     into the packed upper triangle (``_centering.packed_layout``), one strip's
     rows at a time: within a strip, rows have one leading dimension.  A strip
@@ -591,7 +591,7 @@ cdef void _stream_packed(const floating *tbuf, Py_ssize_t bj, floating *packed,
         c0 = max(j0, s0) if diag else j0
         if c0 < j0 + bj:
             stream_tile(tbuf + (a - i0) * bj + (c0 - j0), bj, packed + row_start[a] + c0,
-                        n - s0, b - a, j0 + bj - c0, scratch, False)
+                        n - s0, b - a, j0 + bj - c0, scratch, False, cached)
         a = b
 
 
@@ -599,7 +599,7 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
          int kind, const double[::1] params, bint symmetric,
          bint direct, int n_threads, bint dot=False,
          floating[::1] packed=None, const Py_ssize_t[::1] row_start=None,
-         Py_ssize_t strip=0, progress=None):
+         Py_ssize_t strip=0, progress=None, bint cached=False):
     """Fill out with k(X, Y).  Inputs are validated by fastkern.pairwise.
 
     kind and params: the kernel's code and parameter array (``kind_codes``,
@@ -610,7 +610,9 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     the tiles on and above the diagonal go to packed instead of out, which
     is not touched, laid out by ``_centering.packed_layout(n)`` (row_start,
     strips of strip rows).  progress, if given, is called with the
-    fraction of the tiles done after each batch.
+    fraction of the tiles done after each batch.  cached writes the tiles
+    with ordinary stores instead of streaming them past the cache
+    (``fastkern.pairwise.read_back``).
     """
     cdef Py_ssize_t n = X.shape[0], m = Y.shape[0], d = X.shape[1]
     # float32 direct tiles are twice as wide: the same bytes in the buffer, and
@@ -719,10 +721,11 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                 if symmetric and I == J:
                     mirror_block(tbuf, bj, 0, bi, 0, bj, True)
                 if Pp != NULL:
-                    _stream_packed(tbuf, bj, Pp, rs_p, strip, i0, j0, bi, n, tscr, I == J)
+                    _stream_packed(tbuf, bj, Pp, rs_p, strip, i0, j0, bi, n, tscr, I == J,
+                                   cached)
                 else:
-                    stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False)
+                    stream_tile(tbuf, bj, Op + i0 * m + j0, m, bi, bj, tscr, False, cached)
                     if symmetric and I != J:
-                        stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True)
+                        stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True, cached)
             fk_store_fence()
     return np.asarray(out) if packed is None else np.asarray(packed)

@@ -30,6 +30,7 @@ from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernels import Kernel
+from fastkern.pairwise import read_back
 
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
@@ -220,7 +221,8 @@ def full_gram(est, X):
     if est._precomputed:
         return X.toarray(order="C") if sparse.issparse(X) else np.array(X, order="C",
                                                                          copy=True)
-    K = est._gram(X)
+    with read_back():
+        K = est._gram(X)
     if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != gram_dtype(X):
         K = np.array(K, dtype=gram_dtype(X), order="C", copy=True)
     return K
@@ -328,8 +330,9 @@ class BlockKrylov(_GramSolver):
         # (fastkern.pairwise.PackedUpperGram): the tiles below the diagonal
         # are never computed, each product reads half of K, and K takes half
         # the memory and half the page faults.
-        K = (None if est._precomputed
-             else est.kernel_spec_.upper_gram(X, n_threads=est.n_threads))
+        with read_back():
+            K = (None if est._precomputed
+                 else est.kernel_spec_.upper_gram(X, n_threads=est.n_threads))
         return full_gram(est, X) if K is None else K
 
     def eigenpairs(self, est, K, X, k, basis):

@@ -267,9 +267,10 @@ cdef void _block(Py_ssize_t i0, Py_ssize_t bi, Py_ssize_t c0, Py_ssize_t c1, Py_
         for i in range(skip):
             for j in range(i):
                 tbuf[i * w + j] = tbuf[j * w + i]
-    stream_tile(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False)
+    stream_tile(tbuf, w, out + i0 * m + c0, m, bi, w, tscr, False, False)
     if symmetric and w > skip:
-        stream_tile(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True)
+        stream_tile(tbuf + skip, w, out + (c0 + skip) * m + i0, m, bi, w - skip, tscr, True,
+                    False)
 
 
 def _gram(const floating[::1] xd, const index_t[::1] xi, const index_t[::1] xp,

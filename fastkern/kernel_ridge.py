@@ -29,6 +29,7 @@ from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
 from fastkern._threads import interruptible, limits_blas
+from fastkern.pairwise import read_back
 from fastkern._validation import (check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
 
@@ -60,7 +61,8 @@ def gram_buffer(X, spec, *, n_threads, dtype):
         if hasattr(X, "toarray"):  # a sparse precomputed kernel: the solve needs it dense
             return np.asarray(X.toarray(order="C"), dtype=dtype, order="C")
         return np.array(X, dtype=dtype, order="C", copy=True)
-    K = spec.gram(X, n_threads=n_threads)
+    with read_back():
+        K = spec.gram(X, n_threads=n_threads)
     if not (K.flags.c_contiguous and K.flags.writeable) or K.dtype != dtype:
         K = np.array(K, dtype=dtype, order="C", copy=True)
     return K

@@ -28,7 +28,10 @@ has no hand-written one below (``rational_quadratic_kernel``, for instance).
 ``dense_output=False`` return scipy's sparse X @ Y.T, as scikit-learn.
 """
 import contextlib
+import contextvars
+import functools
 import inspect
+import os
 import re
 import textwrap
 
@@ -271,6 +274,76 @@ def _output(out, shape, dtype, inputs, n_threads):
     return out
 
 
+_read_back = contextvars.ContextVar("fastkern_read_back", default=False)
+# Where the last-level cache's size cannot be read: a small laptop's.
+_FALLBACK_CACHE_BYTES = 16 << 20
+
+
+@contextlib.contextmanager
+def read_back():
+    """Keep the Grams computed within this block in the cache.
+
+    A Gram of at most half the last-level cache is written with ordinary
+    stores instead of streamed past the cache.  For the estimators' own Grams, which the next step reads at once
+    (centring, a Cholesky factorisation).  Streaming stores skip the read of
+    each line before it is written, which is why the Gram functions use them:
+    they halve the memory traffic of a Gram the caller keeps.  But a streamed
+    Gram is read back from memory, while one that fits in the cache is read
+    from there (performance_history, "Small and mid sizes"); one that does
+    not fit would cost the skipped reads for nothing.
+
+    Yields
+    ------
+    None
+    """
+    token = _read_back.set(True)
+    try:
+        yield
+    finally:
+        _read_back.reset(token)
+
+
+def _cached(nbytes):
+    return _read_back.get() and nbytes <= _read_back_limit()
+
+
+@functools.lru_cache(maxsize=None)
+def _read_back_limit():
+    size = last_level_cache_bytes()
+    return (size or _FALLBACK_CACHE_BYTES) // 2
+
+
+def last_level_cache_bytes(cache_dir="/sys/devices/system/cpu/cpu0/cache"):
+    """Read the size of CPU 0's largest data or unified cache from Linux's sysfs.
+
+    Parameters
+    ----------
+    cache_dir : str, default="/sys/devices/system/cpu/cpu0/cache"
+        The directory of the CPU's ``index*`` cache entries.
+
+    Returns
+    -------
+    size : int or None
+        The largest size; None where it cannot be read (not Linux, no sysfs).
+    """
+    largest = None
+    try:
+        for entry in os.listdir(cache_dir):
+            if not entry.startswith("index"):
+                continue
+            with open(os.path.join(cache_dir, entry, "type"), encoding="ascii") as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(os.path.join(cache_dir, entry, "size"), encoding="ascii") as f:
+                text = f.read().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+            size = int(text[:-1] if scale > 1 else text) * scale
+            largest = size if largest is None else max(largest, size)
+    except (OSError, ValueError):
+        return None
+    return largest
+
+
 def _tiles_blas(path):
     """BLAS held to one thread where the tiles call gemm: each OpenMP thread
     runs its own single-threaded gemm on a tile."""
@@ -284,7 +357,7 @@ def _run(Xin, Yin, kind, params, out, n_threads, path):
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
     with _tiles_blas(path):
         _gram.gram(X, Y, out, kind, params, symmetric, path == "direct", n_threads,
-                   path == "dot", progress=report_stage_fraction())
+                   path == "dot", progress=report_stage_fraction(), cached=_cached(out.nbytes))
     return out
 
 
@@ -403,7 +476,7 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     with _tiles_blas(path):
         _gram.gram(X, X, np.empty((0, 0)), kind, kparams, True, path == "direct", n_threads,
                    path == "dot", K.data, K.row_start, _centering.STRIP_ROWS,
-                   report_stage_fraction())
+                   report_stage_fraction(), cached=_cached(K.data.nbytes))
     return K
 
 

@@ -377,6 +377,58 @@ def test_rbf_paths_one_and_two_threads_identical(path, dtype):
                            rbf_kernel(X, y, path=path, n_threads=2))
 
 
+# ------------------------------------------- Grams read back at once (read_back)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("n", [1, 255, 257, 513])  # odd rows, around the tiles
+def test_gram_read_back_is_the_streamed_gram(kernel, dtype, n):
+    from fastkern.pairwise import read_back
+
+    X, Y = data(n, 9, dtype, 26), data(301, 9, dtype, 27)
+    for y in (None, Y):
+        for n_threads in (1, 2):
+            streamed = call(kernel, X, y, n_threads=n_threads)
+            with read_back():
+                assert_array_equal(call(kernel, X, y, n_threads=n_threads), streamed)
+
+
+def test_packed_gram_read_back_is_the_streamed_one():
+    from fastkern.pairwise import _upper_triangle_gram, read_back
+
+    X = data(517, 7, np.float64, 28)
+    streamed = _upper_triangle_gram(X, "rbf", {"gamma": 0.3}, n_threads=2)
+    with read_back():
+        kept = _upper_triangle_gram(X, "rbf", {"gamma": 0.3}, n_threads=2)
+    assert_array_equal(kept.data, streamed.data)
+
+
+def test_read_back_ends_with_its_block():
+    from fastkern import pairwise
+
+    with pytest.raises(RuntimeError):
+        with pairwise.read_back():
+            assert pairwise._read_back.get()
+            raise RuntimeError
+    assert not pairwise._read_back.get()
+
+
+def test_last_level_cache_bytes(tmp_path):
+    from fastkern.pairwise import last_level_cache_bytes
+
+    for index, (kind, size) in enumerate([("Data", "48K"), ("Instruction", "64M"),
+                                          ("Unified", "2048K"), ("Unified", "480M")]):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "type").write_text(kind + "\n")
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    (tmp_path / "uevent").write_text("")
+    assert last_level_cache_bytes(str(tmp_path)) == 480 << 20
+    (tmp_path / "index3" / "size").write_text("9000\n")
+    assert last_level_cache_bytes(str(tmp_path)) == 2048 << 10
+    (tmp_path / "index3" / "size").write_text("large\n")
+    assert last_level_cache_bytes(str(tmp_path)) is None
+    assert last_level_cache_bytes(str(tmp_path / "missing")) is None
+
+
 # ------------------------------------------------------ the symmetric case
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kernel", KERNELS)

@@ -124,17 +124,27 @@ static void fk_transpose_f(const float *src, ptrdiff_t lds, float *dst, ptrdiff_
 }
 
 /* Stream a bi x bj buffer (leading dim ldb) into K (leading dim ldk); with
-   transpose, write its transpose (bj x bi) instead, via scratch. */
+   transpose, write its transpose (bj x bi) instead, via scratch.  With cached,
+   ordinary stores instead: for a matrix small enough to stay in the cache that
+   its caller reads back at once (a streamed one is read again from memory). */
 #define FK_DEFINE_STREAM(T, S)                                                       \
+static inline void fk_put_row_##S(T *dst, const T *src, ptrdiff_t n, int cached)     \
+{                                                                                    \
+    if (cached) memcpy(dst, src, (size_t)n * sizeof(T));                             \
+    else fk_stream_row_##S(dst, src, n);                                             \
+}                                                                                    \
 static void fk_stream_tile_##S(const T *buf, ptrdiff_t ldb, T *K, ptrdiff_t ldk,     \
-                               ptrdiff_t bi, ptrdiff_t bj, T *scratch, int transpose) \
+                               ptrdiff_t bi, ptrdiff_t bj, T *scratch, int transpose, \
+                               int cached)                                           \
 {                                                                                    \
     if (!transpose) {                                                                \
-        for (ptrdiff_t i = 0; i < bi; i++) fk_stream_row_##S(K + i * ldk, buf + i * ldb, bj); \
+        for (ptrdiff_t i = 0; i < bi; i++)                                           \
+            fk_put_row_##S(K + i * ldk, buf + i * ldb, bj, cached);                  \
         return;                                                                      \
     }                                                                                \
     fk_transpose_##S(buf, ldb, scratch, bi, bj);                                     \
-    for (ptrdiff_t j = 0; j < bj; j++) fk_stream_row_##S(K + j * ldk, scratch + j * bi, bi); \
+    for (ptrdiff_t j = 0; j < bj; j++)                                               \
+        fk_put_row_##S(K + j * ldk, scratch + j * bi, bi, cached);                   \
 }
 
 FK_DEFINE_STREAM(double, d)
