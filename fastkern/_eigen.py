@@ -16,11 +16,12 @@ import warnings
 
 import numpy as np
 from scipy import linalg
+from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from fastkern import _centering, _inchol
-from fastkern._threads import blas_limit, interruptible
+from fastkern._threads import blas_limit, interruptible, scipy_blas_serial
 from fastkern._validation import check_int, check_n_threads
 
 __all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "randomized_eigsh",
@@ -137,14 +138,18 @@ def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
     fewer pairs than asked on a clustered spectrum: for the centred 300 x 300
     identity (eigenvalue 1, multiplicity 299) it returned none of the top 5
     and one of the top 1; syevx failed the same way.  A short answer is
-    followed by the whole spectrum from syev (implicit QL/QR, which overwrites
-    A with the eigenvectors and needs only O(n) workspace, so the fallback
-    holds no second n x n array beyond A).  With overwrite_a, the first call
-    has destroyed A, and rebuild() must return it again.
-    Both run without the GIL (``_inchol.syevr``, ``_inchol.syev``) through
-    ``interruptible``, so Ctrl-C is seen.  A (float32 or float64) is used in
-    place when overwrite_a and Fortran-ordered (a C-ordered symmetric K
-    passes as K.T), else copied.
+    followed by ARPACK on the same triangle (``_arpack_top``): a clustered
+    top converges in a few restarts, where the whole spectrum took 2-3x the
+    syevr call (performance_history, "Small and mid sizes").  Should ARPACK
+    not converge, the whole spectrum comes from syev (implicit QL/QR, which
+    overwrites A with the eigenvectors and needs only O(n) workspace, so the
+    fallback holds no second n x n array beyond A).  With overwrite_a, the
+    first call has destroyed A, and rebuild() must return it again.
+    The LAPACK calls run without the GIL (``_inchol.syevr``, ``_inchol.syev``)
+    through ``interruptible``, and ARPACK returns to Python after every
+    product, so Ctrl-C is seen.  A (float32 or float64) is used in place when
+    overwrite_a and Fortran-ordered (a C-ordered symmetric K passes as K.T),
+    else copied.
     """
     n = A.shape[0]
     # The reduction to tridiagonal form dominates: 4/3 n^3 multiply-adds.
@@ -154,10 +159,42 @@ def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
         return w, v
     del w, v
     a = _lapack_input(rebuild() if overwrite_a else A, overwrite_a)
+    pairs = _arpack_top(a, k, lower)
+    if pairs is not None:
+        return pairs
     # Divide and conquer (syevd) is 2-5x faster but needs 2 n^2 more values
     # of workspace: only where that is small next to the machine.
     w = interruptible(_inchol.syev, a, lower, n <= _SYEVD_MAX_N)
     return w[n - k:].copy(), np.array(a[:, n - k:])
+
+
+# Implicit restarts top_eigh's ARPACK fallback may take before the whole spectrum
+# is computed instead: 20 restarts of up to 25 products are at most 500 n^2
+# multiply-adds, under syevd's ~10 n^3 / 3 from n = 150 on.  A clustered top
+# that syevr misses converges in one or two (the centred identity).
+_FALLBACK_RESTARTS = 20
+
+
+def _arpack_top(a, k, lower):
+    """The k largest eigenpairs of the symmetric a (one triangle read: symv with
+    ``lower``), ascending, from ARPACK at full precision; None when k >= n - 1
+    (ARPACK's limit) or it did not converge within ``_FALLBACK_RESTARTS``."""
+    n = a.shape[0]
+    if k >= n - 1:
+        return None
+    symv = linalg.get_blas_funcs("symv", (a,))
+    op = LinearOperator(a.shape, matvec=lambda x: symv(1.0, a, x, lower=int(lower)),
+                        dtype=a.dtype)
+    # A fixed start: the same pairs on every run.
+    v0 = np.random.RandomState(0).uniform(-1, 1, n).astype(a.dtype)
+    try:
+        with scipy_blas_serial():
+            w, v = eigsh(op, k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, k + 25)),
+                         maxiter=_FALLBACK_RESTARTS)
+    except ArpackNoConvergence:
+        return None
+    order = np.argsort(w)
+    return w[order], np.asfortranarray(v[:, order])
 
 
 def _lapack_input(A, overwrite_a):

@@ -504,15 +504,39 @@ def test_block_eigsh_on_a_rank_below_the_block(n):
     np.testing.assert_allclose(A @ v, v * w, atol=1e-10)
 
 
-@pytest.mark.parametrize("syevd_max_n", [0, 10**6])
-def test_top_eigh_fallback_by_either_driver(syevd_max_n, monkeypatch):
-    """syevr returns too few of a clustered top; both fallbacks (syev, syevd) give them all."""
+@pytest.mark.parametrize("fallback", ["arpack", "syev", "syevd"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("lower", [True, False])
+def test_top_eigh_fallback_by_each_driver(fallback, dtype, lower, monkeypatch):
+    """syevr returns too few of a clustered top; ARPACK gives them all, and syev or
+    syevd (by size) where ARPACK does not converge.  Only the triangle named is
+    read: the other one holds garbage."""
+    from scipy.sparse.linalg import ArpackNoConvergence
+
     from fastkern import _eigen
 
-    monkeypatch.setattr(_eigen, "_SYEVD_MAX_N", syevd_max_n)
+    syevr = _eigen._inchol.syevr
+
+    def short_answer(*args, **kwargs):
+        # Which layouts and dtypes syevr fails on is luck (it returned all 4
+        # pairs for one of these four): every case is made to fall back.
+        w, v = syevr(*args, **kwargs)
+        return w[:1], v[:, :1]
+
+    monkeypatch.setattr(_eigen._inchol, "syevr", short_answer)
+    if fallback != "arpack":
+        def no_convergence(*args, **kwargs):
+            raise ArpackNoConvergence("no convergence", np.empty(0), np.empty((0, 0)))
+
+        monkeypatch.setattr(_eigen, "eigsh", no_convergence)
+        monkeypatch.setattr(_eigen, "_SYEVD_MAX_N", 10**6 if fallback == "syevd" else 0)
     n, k = 120, 4
-    H = np.eye(n) - 1.0 / n          # eigenvalue 1 (n - 1 times) and 0
-    w, v = _eigen.top_eigh(H.copy(), k)
-    np.testing.assert_allclose(w, np.ones(k), rtol=1e-12)
-    np.testing.assert_allclose(H @ v, v, atol=1e-12)
-    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=1e-12)
+    H = (np.eye(n) - 1.0 / n).astype(dtype)   # eigenvalue 1 (n - 1 times) and 0
+    M = H.copy()
+    M[np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)] = 7.0
+    w, v = _eigen.top_eigh(M, k, lower=lower)
+    assert w.dtype == v.dtype == dtype and v.shape == (n, k)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(w, np.ones(k), rtol=tol)
+    np.testing.assert_allclose(H @ v, v, atol=tol)
+    np.testing.assert_allclose(v.T @ v, np.eye(k), atol=tol)
