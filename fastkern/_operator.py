@@ -19,7 +19,7 @@ from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
 from fastkern.pairwise import tile_path
 
-__all__ = ["KernelOperator", "kernel_times", "reporting_progress"]
+__all__ = ["KernelOperator", "cross_kernel_times", "kernel_times", "reporting_progress"]
 
 _TILE = _matfree.tile_size
 
@@ -273,6 +273,35 @@ def kernel_times(spec, X, X_fit, V, *, n_threads=None):
     op = KernelOperator.from_spec(X_fit, spec, n_threads=n_threads)
     KV = op.matmat(V.reshape(V.shape[0], -1), X)
     return KV.reshape((X.shape[0],) + V.shape[1:])
+
+
+def cross_kernel_times(spec, X, X_fit, V, *, n_threads=None):
+    """K(X, X_fit) @ V: from the tiles (:func:`kernel_times`) where the compiled loops
+    have the kernel, else from the Gram ``spec.gram(X, X_fit)``.
+
+    Parameters
+    ----------
+    spec : fastkern._kernel_api.KernelSpec
+        The kernel (not "precomputed").
+    X : array-like, sparse matrix or list of shape (n_X, ...)
+        New rows (strings, sets or graphs for the structured kernels).
+    X_fit : array-like, sparse matrix or list of shape (n_fit, ...)
+        Training rows.
+    V : ndarray of shape (n_fit,) or (n_fit, b)
+        The coefficients.
+    n_threads : int, default=None
+        OpenMP threads (None: the default).
+
+    Returns
+    -------
+    KV : ndarray of shape (n_X,) or (n_X, b)
+        The product (float64 from the tiles; the Gram's and V's promoted
+        dtype from the Gram).
+    """
+    KV = kernel_times(spec, X, X_fit, V, n_threads=n_threads)
+    if KV is None:
+        KV = spec.gram(X, X_fit, n_threads=n_threads) @ V
+    return KV
 
 
 def _numeric_rows(A):

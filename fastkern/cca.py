@@ -82,6 +82,7 @@ from fastkern import _inchol
 from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, structured_kernel, validate_input)
+from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
@@ -507,13 +508,13 @@ class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def _variates(self, view, A, n_threads):
         coef = getattr(self, f"{view}_dual_coef_")
         basis = self.X_fit_ if view == "x" else self.y_fit_
-        if self._view_spec(view).precomputed:
-            Kt = A[:, basis]
+        spec = self._view_spec(view)
+        if spec.precomputed:
+            Kt_coef = A[:, basis] @ coef
         else:
-            Kt = self._gram(view, A, basis, out=np.empty((A.shape[0], basis.shape[0])),
-                            n_threads=n_threads)
+            Kt_coef = cross_kernel_times(spec, A, basis, coef, n_threads=n_threads)
         offset = self._x_offset if view == "x" else self._y_offset
-        return Kt @ coef - offset
+        return Kt_coef - offset
 
     def transform(self, X, y=None):
         """Compute the canonical variates of X, and of y when given.

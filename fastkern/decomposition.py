@@ -30,6 +30,7 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed,
                                   structured_kernel, validate_input)
 from fastkern._kpca_solvers import (DEPRECATED_SOLVERS, EIGEN_SOLVERS, SOLVERS, choose,
                                     cluster_solvers)
+from fastkern._operator import cross_kernel_times
 from fastkern._threads import limits_blas
 from fastkern._validation import check_real, is_dask_array, parse_memory_budget
 
@@ -521,9 +522,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if X.ndim != 2 or X.shape[1] != self.X_transformed_fit_.shape[1]:
             raise ValueError(f"X must have shape (n_samples, {self.X_transformed_fit_.shape[1]}), "
                              f"got {X.shape}")
-        K = self._gram(X.astype(self.X_transformed_fit_.dtype, copy=False),
-                       self.X_transformed_fit_)
-        return K @ self.dual_coef_
+        return cross_kernel_times(self.kernel_spec_,
+                                  X.astype(self.X_transformed_fit_.dtype, copy=False),
+                                  self.X_transformed_fit_, self.dual_coef_,
+                                  n_threads=self.n_threads).astype(self.dual_coef_.dtype,
+                                                                   copy=False)
 
     @property
     def _n_features_out(self):

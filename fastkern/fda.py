@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
+from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
 from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
 from fastkern.centering import center_gram
@@ -439,12 +440,11 @@ class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMix
             X = X.toarray()
         with blas_for(check_n_threads(self.n_threads), X.shape[0]):
             if precomputed:
-                Kt = X[:, self.X_fit_]
+                Kt_coef = X[:, self.X_fit_] @ self.dual_coef_
             else:
-                Kt = self.kernel_spec_.gram(
-                    X, self.X_fit_, out=np.empty((X.shape[0], self.X_fit_.shape[0])),
-                    n_threads=self.n_threads)
-            return Kt @ self.dual_coef_ - self.K_fit_rows_ @ self.dual_coef_
+                Kt_coef = cross_kernel_times(self.kernel_spec_, X, self.X_fit_, self.dual_coef_,
+                                             n_threads=self.n_threads)
+            return Kt_coef - self.K_fit_rows_ @ self.dual_coef_
 
     def transform(self, X):
         """Project X on the first n_components_ discriminant directions.

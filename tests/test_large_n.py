@@ -168,6 +168,42 @@ def test_kernel_times_only_where_the_tile_loops_have_the_kernel():
     assert kernel_times(rbf, A, X, np.empty((40, 0))) is None
 
 
+def _cross_gram_users():
+    """(name, fitted estimator, method) of every method that multiplies k(X, X_fit_)."""
+    import fastkern
+
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((1000, 5))
+    y = rng.standard_normal(1000)
+    labels = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
+    kpca = KernelPCA(3, kernel="rbf", eigen_solver="arpack", random_state=0,
+                     fit_inverse_transform=True).fit(X)
+    return [
+        ("KernelRidge.predict", fastkern.KernelRidge(kernel="rbf").fit(X, y), "predict"),
+        ("KernelPCA.transform", kpca, "transform"),
+        ("KernelPCA.inverse_transform", kpca, "inverse_transform"),
+        ("KernelSIR.transform", fastkern.KernelSIR(2, kernel="rbf").fit(X, y), "transform"),
+        ("KernelFDA.transform", fastkern.KernelFDA(kernel="rbf").fit(X, labels), "transform"),
+        ("KernelCCA.transform", fastkern.KernelCCA(2, kernel="rbf").fit(X, X[:, ::-1] ** 2),
+         "transform"),
+    ]
+
+
+def test_transforms_hold_no_cross_gram_and_ignore_the_thread_count():
+    from fastkern._testing import tracemalloc_peak
+
+    Xt = np.random.default_rng(12).standard_normal((4000, 5))
+    for name, est, method in _cross_gram_users():
+        rows = Xt if method != "inverse_transform" else Xt[:, :3]
+        est.set_params(n_threads=1)
+        one = getattr(est, method)(rows)
+        est.set_params(n_threads=3)
+        three, peak = tracemalloc_peak(lambda: getattr(est, method)(rows))
+        np.testing.assert_array_equal(three, one, err_msg=name)
+        # k(Xt, X_fit_) would be 32 MB; the tiles are 0.5 MB per thread.
+        assert peak < 0.1 * 4000 * 1000 * 8, (name, peak)
+
+
 def test_rbf_diagonal_is_exact_on_blas_path():
     X = _data(260, 40, scale=30.0)  # large norms: cancellation in ||x||^2 - 2 x.y + ||y||^2
     op = KernelOperator(X, kernel="rbf", gamma=1e-4)
