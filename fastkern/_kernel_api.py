@@ -189,6 +189,9 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
 
     kernel = structured_kernel(getattr(estimator, "kernel", None))
     if kernel is None:
+        plain = _plain_input(estimator, X, y, reset, check_params)
+        if plain is not None:
+            return plain
         return validate_data(estimator, X, y, reset=reset, **check_params)
     for option, values in _VECTOR_ONLY_OPTIONS.items():
         value = getattr(estimator, option, None)
@@ -213,6 +216,64 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
                  y_numeric=check_params.get("y_numeric", False), estimator=estimator)
     check_consistent_length(X, y)
     return X, y
+
+
+# The check parameters (of the estimators' calls) under which _plain_input decides.
+_PLAIN_CHECK_PARAMS = frozenset({"accept_sparse", "dtype", "multi_output", "y_numeric",
+                                 "ensure_min_samples"})
+
+
+def _plain_input(estimator, X, y, reset, check_params):
+    """What ``validate_data`` returns for input it passes through unchanged, or None.
+
+    A float ndarray X of the requested dtype, rows and columns, finite (y too:
+    a float ndarray of X's length, 1-D or, with multi_output, 2-D), is
+    returned as it is, with ``n_features_in_`` set on reset (and a previous
+    fit's ``feature_names_in_`` removed) or checked.  That is all
+    ``validate_data`` does with it, in about a tenth of the time: its 110 us
+    were a sixth of a KernelRidge fit at 200 samples.  Anything else (lists,
+    DataFrames, sparse or integer data, NaN, a column count that differs, an
+    estimator fitted with feature names, other check parameters, array API
+    dispatch) gets None, and ``validate_data`` checks it and words its
+    errors and warnings.
+    """
+    from sklearn import get_config
+
+    if (type(X) is not np.ndarray or X.ndim != 2 or X.dtype.kind != "f"
+            or not _PLAIN_CHECK_PARAMS.issuperset(check_params)):
+        return None
+    dtype = check_params.get("dtype", "numeric")
+    if not (isinstance(dtype, str) and dtype == "numeric"
+            or X.dtype in (dtype if isinstance(dtype, (list, tuple)) else (dtype,))):
+        return None
+    n, d = X.shape
+    if n < check_params.get("ensure_min_samples", 1) or d < 1:
+        return None
+    no_y = isinstance(y, str) and y == "no_validation"
+    if no_y and not {"multi_output", "y_numeric"}.isdisjoint(check_params):
+        # check_array alone takes no y parameters (a TypeError there).
+        return None
+    if not no_y and (type(y) is not np.ndarray or y.dtype.kind != "f"
+                     or y.ndim not in ((1, 2) if check_params.get("multi_output") else (1,))
+                     or y.shape[0] != n or y.ndim == 2 and y.shape[1] < 1):
+        return None
+    config = get_config()
+    if config["array_api_dispatch"]:
+        return None
+    # A float sum is finite only if every value is (a sum that overflows
+    # goes to validate_data, which looks at the values).
+    if not config["assume_finite"] and not (
+            np.isfinite(X.sum(dtype=np.float64))
+            and (no_y or np.isfinite(y.sum(dtype=np.float64)))):
+        return None
+    if reset:
+        if hasattr(estimator, "feature_names_in_"):
+            del estimator.feature_names_in_
+        estimator.n_features_in_ = d
+    elif (hasattr(estimator, "feature_names_in_")
+          or getattr(estimator, "n_features_in_", d) != d):
+        return None
+    return X if no_y else (X, y)
 
 
 class CompiledKernel(NamedTuple):

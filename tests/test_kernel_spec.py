@@ -71,3 +71,84 @@ def test_fitted_estimators_pickle_and_clone(name, est, y, method):
     assert again.kernel_spec_ == est.kernel_spec_
     np.testing.assert_array_equal(getattr(again, method)(X[:7]), getattr(est, method)(X[:7]))
     assert not hasattr(clone(est), "kernel_spec_")
+
+
+# -- validate_input's pass-through of plain float arrays --------------------
+
+def _validation_outcome(validate, est, X, y, reset, params):
+    """(result, error, warnings, n_features_in_, has feature_names_in_) of one call."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result, error = validate(est, X, y, reset, params), None
+        except (ValueError, TypeError) as exc:
+            result, error = None, (type(exc), str(exc))
+    return (result, error, [str(w.message) for w in caught],
+            getattr(est, "n_features_in_", None), hasattr(est, "feature_names_in_"))
+
+
+def _inputs():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 4))
+    y = rng.standard_normal(30)
+    nan = X.copy()
+    nan[3, 2] = np.nan
+    big = np.full((4, 3), np.finfo(np.float32).max, dtype=np.float32)  # its sum overflows
+    frozen = np.asfortranarray(X)
+    frozen.flags.writeable = False
+    return [
+        ("plain", X, "no_validation"), ("with y", X, y), ("2-D y", X, np.c_[y, y]),
+        ("column y", X, y[:, None]), ("float32", X.astype(np.float32), "no_validation"),
+        ("F-ordered read-only", frozen, y), ("strided", X[::2, ::2], "no_validation"),
+        ("float16", X.astype(np.float16), "no_validation"), ("int", (X * 9).astype(int), y),
+        ("NaN", nan, y), ("inf in y", X, np.r_[y[:-1], np.inf]), ("overflowing sum", big, "no_validation"),
+        ("short y", X, y[:-1]), ("y None", X, None), ("int y", X, (y > 0).astype(int)),
+        ("0-d y", X, np.float64(1.0)), ("no rows", X[:0], "no_validation"),
+        ("no columns", X[:, :0], "no_validation"), ("3-D", X[:, :, None], "no_validation"),
+        ("list", X.tolist(), "no_validation"), ("wrong columns", X[:, :3], "no_validation"),
+    ]
+
+
+@pytest.mark.parametrize("params", [
+    {"accept_sparse": ["csr", "csc"], "dtype": [np.float64, np.float32]},
+    {"accept_sparse": ("csr", "csc"), "multi_output": True, "y_numeric": True},
+    {"accept_sparse": ["csr"], "dtype": np.float64, "ensure_min_samples": 2},
+], ids=["kpca", "ridge", "sir"])
+@pytest.mark.parametrize("reset", [True, False])
+@pytest.mark.parametrize("fitted_with_names", [False, True])
+def test_validate_input_is_validate_data(params, reset, fitted_with_names):
+    """Every outcome of fastkern's validate_input is scikit-learn's validate_data's:
+    the array returned, the error or warning, the attributes left on the estimator."""
+    from sklearn.utils.validation import validate_data
+
+    from fastkern._kernel_api import validate_input
+
+    def fastkern_call(est, X, y, reset, params):
+        return validate_input(est, X, y, reset=reset, **params)
+
+    def sklearn_call(est, X, y, reset, params):
+        return validate_data(est, X, y, reset=reset, **params)
+
+    for name, X, y in _inputs():
+        if y is None and not reset:
+            continue
+        outcomes = []
+        for validate in (fastkern_call, sklearn_call):
+            est = fastkern.KernelRidge()
+            est.n_features_in_ = 4
+            if fitted_with_names:
+                est.feature_names_in_ = np.array(["a", "b", "c", "d"], dtype=object)
+            outcomes.append(_validation_outcome(validate, est, X, y, reset, params))
+        ours, theirs = outcomes
+        assert ours[1:] == theirs[1:], name
+        if theirs[0] is None:
+            continue
+        for a, b in zip(*(r if isinstance(r, tuple) else (r,) for r in (ours[0], theirs[0]))):
+            assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
+            # Passed through (or a view), not copied, when scikit-learn does not copy.
+            given = [v for v in (X, y) if isinstance(v, np.ndarray)]
+            assert (any(np.shares_memory(a, v) for v in given)
+                    == any(np.shares_memory(b, v) for v in given)), name
