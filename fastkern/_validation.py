@@ -320,3 +320,40 @@ def memory_budget_constraint():
     from sklearn.utils._param_validation import Interval
 
     return [Interval(numbers.Real, 0, None, closed="neither"), str, None]
+
+
+class CachedParamValidation:
+    """scikit-learn's parameter validation with each class's constraints built once.
+
+    ``sklearn.base._fit_context`` validates every parameter before each fit:
+    scikit-learn rebuilds the constraint objects from
+    ``_parameter_constraints`` and reads the parameters through
+    ``get_params`` (a signature inspection) every time, 70 us of a 1.6 ms
+    KernelPCA fit at 200 samples.  Here the same constraint objects
+    (``make_constraint``, the same ``is_satisfied_by``) are built once per
+    class and the parameters read directly; a parameter none satisfies is
+    handed to scikit-learn's own validation, which raises its
+    ``InvalidParameterError``.
+    """
+
+    def _validate_params(self):
+        cls = type(self)
+        checks = _PARAM_CHECKS.get(cls)
+        if checks is None:
+            from sklearn.utils._param_validation import make_constraint
+
+            names = set(cls._get_param_names())
+            checks = _PARAM_CHECKS[cls] = [
+                (name, [make_constraint(c) for c in constraints])
+                for name, constraints in cls._parameter_constraints.items()
+                if name in names and not (isinstance(constraints, str)
+                                          and constraints == "no_validation")]
+        for name, constraints in checks:
+            value = getattr(self, name)
+            if not any(c.is_satisfied_by(value) for c in constraints):
+                super()._validate_params()
+                return
+
+
+# Estimator class -> [(parameter, its constraint objects)] (CachedParamValidation).
+_PARAM_CHECKS = {}

@@ -84,7 +84,7 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, ke
                                   resolve_gamma, structured_kernel, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
-from fastkern._validation import check_int, check_n_threads, check_real
+from fastkern._validation import CachedParamValidation, check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
 
@@ -127,7 +127,8 @@ def _correlations(Ax, Ay):
     return np.linalg.svd(Ax.T @ Ay, full_matrices=False)
 
 
-class KernelCCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                BaseEstimator):
     """Regularised kernel canonical correlation analysis of two views (X, y).
 
     See the module docstring (``fastkern.cca``) for the problem solved, its

@@ -6,7 +6,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern import _centering
 from fastkern._threads import threads_for
-from fastkern._validation import check_n_threads, check_square, n_threads_constraint, result_dtype
+from fastkern._validation import (CachedParamValidation, check_n_threads, check_square,
+                                  n_threads_constraint, result_dtype)
 from fastkern.pairwise import PackedUpperGram
 
 __all__ = ["center_gram", "CentredGram", "KernelCenterer"]
@@ -285,7 +286,8 @@ class CentredGram:
         return W
 
 
-class KernelCenterer(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelCenterer(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                     BaseEstimator):
     """Centre a kernel matrix as if the feature vectors had zero mean.
 
     Drop-in for ``sklearn.preprocessing.KernelCenterer``: ``fit`` records the

@@ -32,7 +32,8 @@ from fastkern._kpca_solvers import (DEPRECATED_SOLVERS, EIGEN_SOLVERS, SOLVERS, 
                                     cluster_solvers)
 from fastkern._operator import cross_kernel_times
 from fastkern._threads import limits_blas
-from fastkern._validation import check_real, is_dask_array, parse_memory_budget
+from fastkern._validation import (CachedParamValidation, check_real, is_dask_array,
+                                  parse_memory_budget)
 
 __all__ = ["KernelPCA"]
 
@@ -47,7 +48,8 @@ def _caller_level():
     return level
 
 
-class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                BaseEstimator):
     """Kernel principal component analysis, a drop-in for scikit-learn's ``KernelPCA``.
 
     With Kc the double-centred training Gram matrix and (lambda_j, u_j) its top

@@ -23,7 +23,8 @@ from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
-from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
+from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
+                                  n_threads_constraint)
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
 
@@ -70,8 +71,8 @@ def _definite_eigh(A, B):
     return lam, Linv.T @ V
 
 
-class KernelFDA(ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMixin,
-                BaseEstimator):
+class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, ClassifierMixin,
+                TransformerMixin, BaseEstimator):
     """Kernel Fisher discriminant analysis (multiclass, regularised).
 
     Scatter matrices.  With phi~(x) = phi(x) - mu the feature map centred at

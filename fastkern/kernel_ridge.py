@@ -30,7 +30,7 @@ from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
 from fastkern._threads import interruptible, limits_blas
 from fastkern.pairwise import read_back
-from fastkern._validation import (check_n_threads, memory_budget_bytes,
+from fastkern._validation import (CachedParamValidation, check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
 
 __all__ = ["KernelRidge", "KernelRidgeCV"]
@@ -99,7 +99,7 @@ def _solve_dtype(K_dtype, y_dtype, sw, one_alpha):
     return np.dtype(np.float32 if all32 else np.float64)
 
 
-class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class _KernelRegressorBase(CachedParamValidation, MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _validate_fit(self, X, y, sample_weight):
         check_n_threads(self.n_threads)
         X, y = validate_input(self, X, y, accept_sparse=("csr", "csc"), multi_output=True,
@@ -146,7 +146,8 @@ class _KernelRegressorBase(MultiOutputMixin, RegressorMixin, BaseEstimator):
 
         For the kernels of the compiled tile loops the product is summed tile
         by tile (``fastkern._operator.kernel_times``): no n_queries x
-        n_samples matrix is stored.  For kernel="precomputed", X is the cross-kernel k(X_test, X_train).
+        n_samples matrix is stored.  For kernel="precomputed", X is the
+        cross-kernel k(X_test, X_train).
         With solver="incomplete_cholesky" the predictions are
         g(X) @ ichol_coef_ (the Nystroem features of X on the pivots).
 

@@ -17,12 +17,13 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import KernelSpec, is_precomputed, kernel_constraints, resolve_gamma
-from fastkern._validation import check_n_threads, n_threads_constraint
+from fastkern._validation import CachedParamValidation, check_n_threads, n_threads_constraint
 
 __all__ = ["Nystroem"]
 
 
-class Nystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+               BaseEstimator):
     """Approximate a kernel map from a random subset of the training data.
 
     Parameters are those of scikit-learn's Nystroem (``n_jobs`` is accepted and

@@ -284,13 +284,14 @@ def read_back():
     """Keep the Grams computed within this block in the cache.
 
     A Gram of at most half the last-level cache is written with ordinary
-    stores instead of streamed past the cache.  For the estimators' own Grams, which the next step reads at once
-    (centring, a Cholesky factorisation).  Streaming stores skip the read of
-    each line before it is written, which is why the Gram functions use them:
-    they halve the memory traffic of a Gram the caller keeps.  But a streamed
-    Gram is read back from memory, while one that fits in the cache is read
-    from there (performance_history, "Small and mid sizes"); one that does
-    not fit would cost the skipped reads for nothing.
+    stores instead of streamed past the cache: for the estimators' own
+    Grams, which the next step reads at once (centring, a Cholesky
+    factorisation).  Streaming stores skip the read of each line before it
+    is written, which is why the Gram functions use them: they halve the
+    memory traffic of a Gram the caller keeps.  But a streamed Gram is read
+    back from memory, while one that fits in the cache is read from there
+    (performance_history, "Small and mid sizes"); one that does not fit
+    would cost the skipped reads for nothing.
 
     Yields
     ------

@@ -29,7 +29,8 @@ from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
-from fastkern._validation import check_int, check_n_threads, check_real, n_threads_constraint
+from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
+                                  n_threads_constraint)
 from fastkern.centering import center_gram
 
 __all__ = ["SlicedInverseRegression", "KernelSIR"]
@@ -119,7 +120,8 @@ _SIR_CONSTRAINTS = {
 }
 
 
-class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class SlicedInverseRegression(CachedParamValidation, ClassNamePrefixFeaturesOutMixin,
+                              TransformerMixin, BaseEstimator):
     """Linear sliced inverse regression (Li, 1991).
 
     With the sample covariance Sigma = Xc^T Xc / n of the centred data Xc, the
@@ -266,7 +268,8 @@ class SlicedInverseRegression(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return tags
 
 
-class KernelSIR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                BaseEstimator):
     """Kernel sliced inverse regression (SIR in the feature space of a kernel).
 
     Feature space problem.  With phi~(x) = phi(x) - mu the feature map centred

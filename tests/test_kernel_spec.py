@@ -152,3 +152,44 @@ def test_validate_input_is_validate_data(params, reset, fitted_with_names):
             given = [v for v in (X, y) if isinstance(v, np.ndarray)]
             assert (any(np.shares_memory(a, v) for v in given)
                     == any(np.shares_memory(b, v) for v in given)), name
+
+
+ESTIMATOR_CLASSES = [fastkern.KernelPCA, fastkern.KernelRidge, fastkern.KernelRidgeCV,
+                     fastkern.KernelSIR, fastkern.SlicedInverseRegression, fastkern.KernelFDA,
+                     fastkern.KernelCCA, fastkern.KernelCenterer, fastkern.Nystroem]
+
+
+@pytest.mark.parametrize("cls", ESTIMATOR_CLASSES, ids=lambda c: c.__name__)
+def test_cached_parameter_validation_is_sklearns(cls):
+    """Each parameter set to a value no constraint allows raises scikit-learn's own
+    error; valid values pass, before and after a failure."""
+    from sklearn.utils._param_validation import (InvalidParameterError,
+                                                 validate_parameter_constraints)
+
+    est = cls()
+    est._validate_params()
+    for name in sorted(cls._parameter_constraints):
+        bad = cls().set_params(**{name: object()})
+        with pytest.raises(InvalidParameterError) as ours:
+            bad._validate_params()
+        with pytest.raises(InvalidParameterError) as theirs:
+            validate_parameter_constraints(cls._parameter_constraints,
+                                           bad.get_params(deep=False), caller_name=cls.__name__)
+        assert str(ours.value) == str(theirs.value)
+        est._validate_params()
+
+
+def test_cached_parameter_validation_per_class():
+    """A subclass's own constraints are its own: not those cached for its base."""
+    from numbers import Real
+
+    from sklearn.utils._param_validation import InvalidParameterError, Interval
+
+    class Strict(fastkern.KernelRidge):
+        _parameter_constraints = {**fastkern.KernelRidge._parameter_constraints,
+                                  "alpha": [Interval(Real, 2, None, closed="left")]}
+
+    fastkern.KernelRidge(alpha=1.0)._validate_params()
+    with pytest.raises(InvalidParameterError, match="'alpha' parameter of Strict"):
+        Strict(alpha=1.0)._validate_params()
+    fastkern.KernelRidge(alpha=1.0)._validate_params()
