@@ -6,5 +6,7 @@ cdef class Batches:
     cdef int max_threads
     cdef double target, t_last
     cdef public double serial_below
+    # A serial batch shorter than this (seconds) does not decide for threads.
+    cdef public double min_decide
     cdef bint started
     cdef bint next(self) except -1

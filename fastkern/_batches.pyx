@@ -77,6 +77,7 @@ cdef class Batches:
         self.stop = 0
         self.started = False
         self.serial_below = SERIAL_BELOW
+        self.min_decide = MIN_DECIDE
 
     cdef bint next(self) except -1:
         cdef double now, elapsed, grow, rest
@@ -90,7 +91,7 @@ cdef class Batches:
                 if rest <= self.serial_below:
                     # The rest is cheaper than waking the other threads.
                     self.size = self.n
-                elif elapsed < MIN_DECIDE and self.serial_below > 0:
+                elif elapsed < self.min_decide and self.serial_below > 0:
                     # Too short a batch to judge by: its time is mostly the
                     # caller's fixed cost per batch, which the extrapolation
                     # would multiply by every item left.

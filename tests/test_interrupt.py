@@ -209,6 +209,10 @@ def test_too_short_a_batch_does_not_decide_for_threads():
     own per-batch cost."""
     b = _batches.Batches(1000, 4)
     b.serial_below = 1e-12
+    # Every batch here is "too short": a test process preempted between two
+    # batches for more than the real 50 us (under a loaded test run) must not
+    # turn the loop parallel and fail the test.
+    b.min_decide = 10.0
     sizes, threads = [], []
     for start, stop in b.ranges():
         sizes.append(stop - start)
