@@ -139,8 +139,8 @@ def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
     identity (eigenvalue 1, multiplicity 299) it returned none of the top 5
     and one of the top 1; syevx failed the same way.  A short answer is
     followed by ARPACK on the same triangle (``_arpack_top``): a clustered
-    top converges in a few restarts, where the whole spectrum took 2-3x the
-    syevr call (performance_history, "Small and mid sizes").  Should ARPACK
+    top converges in a few restarts, sooner than the whole spectrum
+    (performance_history, "Small and mid sizes").  Should ARPACK
     not converge, the whole spectrum comes from syev (implicit QL/QR, which
     overwrites A with the eigenvectors and needs only O(n) workspace, so the
     fallback holds no second n x n array beyond A).  With overwrite_a, the

@@ -230,12 +230,12 @@ def _plain_input(estimator, X, y, reset, check_params):
     a float ndarray of X's length, 1-D or, with multi_output, 2-D), is
     returned as it is, with ``n_features_in_`` set on reset (and a previous
     fit's ``feature_names_in_`` removed) or checked.  That is all
-    ``validate_data`` does with it, in about a tenth of the time: its 110 us
-    were a sixth of a KernelRidge fit at 200 samples.  Anything else (lists,
-    DataFrames, sparse or integer data, NaN, a column count that differs, an
-    estimator fitted with feature names, other check parameters, array API
-    dispatch) gets None, and ``validate_data`` checks it and words its
-    errors and warnings.
+    ``validate_data`` does with it, in a fraction of the time, which counts
+    in a fit of a few hundred samples (performance_history, "Small and mid
+    sizes").  Anything else (lists, DataFrames, sparse or integer data, NaN,
+    a column count that differs, an estimator fitted with feature names,
+    other check parameters, array API dispatch) gets None, and
+    ``validate_data`` checks it and words its errors and warnings.
     """
     from sklearn import get_config
 

@@ -29,9 +29,9 @@ from fastkern import _inchol
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
 from fastkern._threads import interruptible, limits_blas
-from fastkern.pairwise import read_back
 from fastkern._validation import (CachedParamValidation, check_n_threads, memory_budget_bytes,
                                   memory_budget_constraint, n_threads_constraint)
+from fastkern.pairwise import read_back
 
 __all__ = ["KernelRidge", "KernelRidgeCV"]
 
