@@ -38,7 +38,7 @@ import textwrap
 import numpy as np
 
 from fastkern import _centering, _featurewise, _gram, _registry, _sparse
-from fastkern._progress import report_stage_fraction
+from fastkern._progress import _setting, report_stage_fraction
 from fastkern._threads import blas_limit
 from fastkern._validation import (
     check_n_threads, check_out, check_pair, check_pair_sparse, is_sparse,
@@ -279,7 +279,6 @@ _read_back = contextvars.ContextVar("fastkern_read_back", default=False)
 _FALLBACK_CACHE_BYTES = 16 << 20
 
 
-@contextlib.contextmanager
 def read_back():
     """Keep the Grams computed within this block in the cache.
 
@@ -293,15 +292,12 @@ def read_back():
     (performance_history, "Small and mid sizes"); one that does not fit
     would cost the skipped reads for nothing.
 
-    Yields
-    ------
-    None
+    Returns
+    -------
+    context : context manager
+        The block's setting; it ends with the block, whatever raised.
     """
-    token = _read_back.set(True)
-    try:
-        yield
-    finally:
-        _read_back.reset(token)
+    return _setting(_read_back, True)
 
 
 def _cached(nbytes):
