@@ -4,7 +4,10 @@ import threading
 import time
 import tracemalloc
 
-__all__ = ["have_kernlab", "raised", "rerun_r_script", "time_to_interrupt", "tracemalloc_peak"]
+import numpy as np
+
+__all__ = ["have_kernlab", "raised", "rerun_r_script", "same_on_threads_and_layouts",
+           "time_to_interrupt", "tracemalloc_peak"]
 
 
 def tracemalloc_peak(fn):
@@ -85,3 +88,18 @@ def rerun_r_script(script, out):
     subprocess.run(["Rscript", str(script), str(out)], check=True, capture_output=True,
                    timeout=300)
     return json.loads(out.read_text())
+
+
+def same_on_threads_and_layouts(est, method, X):
+    """Assert that ``getattr(est, method)(X)`` is the same array on 1, 2 and 3 threads
+    (``n_threads``) and for X Fortran-ordered or strided, read-only; return it."""
+    ref = getattr(est.set_params(n_threads=1), method)(X)
+    for n_threads in (2, 3):
+        np.testing.assert_array_equal(getattr(est.set_params(n_threads=n_threads), method)(X),
+                                      ref)
+    wide = np.zeros((X.shape[0], 2 * X.shape[1]), dtype=X.dtype)
+    wide[:, ::2] = X
+    for other in (np.asfortranarray(X), wide[:, ::2]):
+        other.flags.writeable = False
+        np.testing.assert_array_equal(getattr(est, method)(other), ref)
+    return ref

@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import fastkern
 from fastkern import kernels
 from fastkern.kernel_ridge import KernelRidge, KernelRidgeCV
-from fastkern._testing import raised
+from fastkern._testing import raised, same_on_threads_and_layouts
 
 RNG = np.random.default_rng(0)
 X_TRAIN = RNG.standard_normal((123, 6))
@@ -934,14 +934,7 @@ def test_predict_is_the_same_on_any_thread_count_layout_and_read_only_input(dtyp
     X = rng.standard_normal((530, 5)).astype(dtype)
     Xt = rng.standard_normal((700, 5)).astype(dtype)
     fk = KernelRidge(alpha=0.3, kernel="rbf", gamma=0.4).fit(X, rng.standard_normal(530))
-    ref = fk.set_params(n_threads=1).predict(Xt)
-    for n_threads in (2, 3):
-        np.testing.assert_array_equal(fk.set_params(n_threads=n_threads).predict(Xt), ref)
-    wide = np.zeros((700, 10), dtype=dtype)
-    wide[:, ::2] = Xt
-    for other in (np.asfortranarray(Xt), wide[:, ::2]):
-        other.flags.writeable = False
-        np.testing.assert_array_equal(fk.predict(other), ref)
+    same_on_threads_and_layouts(fk, "predict", Xt)
     frozen = np.asfortranarray(X)
     frozen.flags.writeable = False
     refit = KernelRidge(alpha=0.3, kernel="rbf", gamma=0.4, n_threads=2).fit(
