@@ -24,8 +24,8 @@ from fastkern import _centering, _inchol
 from fastkern._threads import blas_limit, interruptible, scipy_blas_serial
 from fastkern._validation import check_int, check_n_threads
 
-__all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "randomized_eigsh",
-           "top_eigh"]
+__all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis",
+           "one_triangle_product", "randomized_eigsh", "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -182,9 +182,7 @@ def _arpack_top(a, k, lower):
     n = a.shape[0]
     if k >= n - 1:
         return None
-    symv = linalg.get_blas_funcs("symv", (a,))
-    op = LinearOperator(a.shape, matvec=lambda x: symv(1.0, a, x, lower=int(lower)),
-                        dtype=a.dtype)
+    op = one_triangle_product(a, lower)
     # A fixed start: the same pairs on every run.
     v0 = np.random.RandomState(0).uniform(-1, 1, n).astype(a.dtype)
     try:
@@ -195,6 +193,14 @@ def _arpack_top(a, k, lower):
         return None
     order = np.argsort(w)
     return w[order], np.asfortranarray(v[:, order])
+
+
+def one_triangle_product(a, lower):
+    """x -> a @ x for a symmetric Fortran-ordered a from one triangle (BLAS symv,
+    ``lower`` or upper), as an operator for ARPACK: half the memory of a gemv."""
+    symv = linalg.get_blas_funcs("symv", (a,))
+    return LinearOperator(a.shape, matvec=lambda x: symv(1.0, a, x, lower=int(lower)),
+                          dtype=a.dtype)
 
 
 def _lapack_input(A, overwrite_a):

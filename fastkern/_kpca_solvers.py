@@ -13,14 +13,15 @@ pickling, ``clone`` and the attributes (``eigenvalues_``, ``_fit_row_means``,
 """
 import numpy as np
 from scipy import linalg, sparse
-from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy.sparse.linalg import eigsh
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
-from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh, top_eigh
+from fastkern._eigen import (block_eigsh, krylov_basis, one_triangle_product,
+                             randomized_eigsh, top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
@@ -265,14 +266,6 @@ ARPACK_SYMV_MAX_THREADS = 2
 ARPACK_SYMV_ROWS = 680
 
 
-def _one_triangle_product(K):
-    """K @ x from the lower triangle of the symmetric C-ordered K (its F-ordered
-    K.T's upper one, the triangle "dense" reads): BLAS symv, as an operator."""
-    symv = linalg.get_blas_funcs("symv", (K,))
-    Kf = K.T
-    return LinearOperator(K.shape, matvec=lambda x: symv(1.0, Kf, x, lower=0), dtype=K.dtype)
-
-
 class Arpack(_CentredInPlace):
     """scipy's eigsh on the centred Gram."""
 
@@ -300,7 +293,9 @@ class Arpack(_CentredInPlace):
         if (symmetric and k < n - 1
                 and (blas_threads(threads, n) <= ARPACK_SYMV_MAX_THREADS
                      or n < ARPACK_SYMV_ROWS)):
-            A = _one_triangle_product(K)
+            # K's lower triangle, the upper one of its F-ordered K.T: the
+            # triangle "dense" reads.
+            A = one_triangle_product(K.T, lower=False)
         with scipy_blas_serial():
             return eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)
 
