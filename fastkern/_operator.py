@@ -305,4 +305,3 @@ def cross_kernel_times(spec, X, X_fit, V, *, n_threads=None):
 def _numeric_rows(A):
     """Whether A is a dense 2-D array of numbers (not sparse, not strings or graphs)."""
     return isinstance(A, np.ndarray) and A.ndim == 2 and A.dtype.kind in "biuf"
-
