@@ -20,7 +20,7 @@ ARCHITECTURE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "developer
 #: Bottom to top.  Modules of one layer do not import each other.
 LAYERS = [
     ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_split",
-                        "_sparse", "_inchol", "_structured", "_kstats", "_featurewise"}),
+                        "_sparse", "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos"}),
     ("leaves", {"_version", "_testing", "_progress"}),
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
