@@ -11,22 +11,25 @@ The solvers are stateless: the fitted state lives on the estimator, so that
 pickling, ``clone`` and the attributes (``eigenvalues_``, ``_fit_row_means``,
 ...) are those of a plain scikit-learn estimator.
 """
+import warnings
+
 import numpy as np
 from scipy import linalg, sparse
 from scipy.sparse.linalg import eigsh
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
-from fastkern._eigen import (block_eigsh, krylov_basis, one_triangle_product,
+from fastkern._eigen import (block_eigsh, krylov_basis, lanczos_eigsh, one_triangle_product,
                              randomized_eigsh, top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
 from fastkern._progress import report_iteration, report_stage, stage_work
-from fastkern._threads import blas_threads, scipy_blas_serial
+from fastkern._threads import blas_limit, blas_threads, scipy_blas_serial
 from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
@@ -48,19 +51,22 @@ _KRYLOV_MAX_BLOCKS = 20
 # "auto" picks an iterative solver above this many samples (the dense LAPACK
 # reduction costs O(n^3) whatever k), as scikit-learn.
 _ITERATIVE_MIN_SAMPLES = 200
-# ... and ARPACK for fewer than 10 components from this many, where it
-# overtakes syevr over the sizes benchmark's spectra (performance_history,
-# "Small and mid sizes").
+# ... and fastkern's Lanczos (or ARPACK, where its products would not be one
+# thread's symv: see _one_thread_products) for fewer than 10 components from
+# this many, where ARPACK overtook syevr over the sizes benchmark's spectra
+# (performance_history, "Small and mid sizes"); the Lanczos solver took
+# 0.76-1.02x the time of syevr at N = 150 (five cases) and less than ARPACK
+# everywhere from 200.
 _ARPACK_MIN_SAMPLES = 190
 # ... and the block Krylov solver, for fewer than 10 components, from this
 # many samples.  Side by side on 2 idle threads (d = 8, 16, 64; steep and
-# flat RBF spectra; ARPACK with scipy's BLAS on one thread), ARPACK was the
-# fastest or within 1.02x at N = 1000 in five of six cases, the block solver
-# at N = 2000 in all six; between them each had a case 1.3-1.6x slower than
-# the other (docs/developer/performance_history.rst).
-# On one thread too, since ARPACK's products there read one triangle of K
-# (Arpack.solve; performance_history, "Small and mid sizes").
-_KRYLOV_MIN_SAMPLES = 1500
+# flat RBF spectra), the Lanczos solver took 0.53-0.86x the block solver's
+# time at N = 1500 in five of six cases and 1.22x in the sixth (d = 64,
+# gamma 0.5, where the block solver's half Gram and 3 products win); at N =
+# 2000, 0.65-1.05x in five and 2.6x in the sixth; from 3000 the block
+# solver, on both threads, was the faster in 11 of 12 (performance_history,
+# "Small and mid sizes").
+_KRYLOV_MIN_SAMPLES = 2000
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -256,6 +262,10 @@ class Dense(_CentredInPlace):
         return top_eigh(K.T, k, lower=False, overwrite_a=True, rebuild=lambda: rebuild().T)
 
 
+# Thick restarts of "thick_restart_lanczos" with max_iter=None before LAPACK
+# solves instead (see ThickRestartLanczos.solve).
+_LANCZOS_RESTARTS = 20
+
 # Lanczos vectors ARPACK keeps beyond the k wanted (see Arpack.solve).
 ARPACK_EXTRA_VECTORS = 25
 # ARPACK's products read one triangle of K with scipy's symv on one thread
@@ -264,6 +274,12 @@ ARPACK_EXTRA_VECTORS = 25
 # one thread anyway (below m n = 460,800).
 ARPACK_SYMV_MAX_THREADS = 2
 ARPACK_SYMV_ROWS = 680
+
+
+def _one_thread_products(est, n):
+    """Whether ARPACK's products would be one thread's symv (see Arpack.solve)."""
+    return (blas_threads(check_n_threads(est.n_threads), n) <= ARPACK_SYMV_MAX_THREADS
+            or n < ARPACK_SYMV_ROWS)
 
 
 class Arpack(_CentredInPlace):
@@ -287,17 +303,54 @@ class Arpack(_CentredInPlace):
         # threads it keeps them.  A precomputed kernel or a callable's may
         # not be symmetric: all of it, as scikit-learn's ARPACK reads.
         n = K.shape[0]
-        threads = check_n_threads(est.n_threads)
         A = K
         symmetric = not est._precomputed and isinstance(est.kernel, (str, Kernel))
-        if (symmetric and k < n - 1
-                and (blas_threads(threads, n) <= ARPACK_SYMV_MAX_THREADS
-                     or n < ARPACK_SYMV_ROWS)):
+        if symmetric and k < n - 1 and _one_thread_products(est, n):
             # K's lower triangle, the upper one of its F-ordered K.T: the
             # triangle "dense" reads.
             A = one_triangle_product(K.T, lower=False)
         with scipy_blas_serial():
             return eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)
+
+
+class ThickRestartLanczos(_CentredInPlace):
+    """fastkern's Lanczos solver (``fastkern._eigen.lanczos_eigsh``) on the centred
+    Gram's lower triangle, on one thread."""
+
+    name = "thick_restart_lanczos"
+
+    def solve(self, est, K, k, rebuild):
+        n = K.shape[0]
+        if k >= n:
+            return Dense().solve(est, K, k, rebuild)
+        # The start vector ARPACK gets from the same random_state; the same
+        # stream gives the new directions after an invariant subspace.
+        rng = check_random_state(est.random_state)
+        v0 = rng.uniform(-1, 1, n)
+        tol = est.tol or float(np.finfo(K.dtype).eps)
+
+        def callback(step, residual):
+            report_iteration(step, residual, tol)
+            if est.verbose:
+                print(f"[KernelPCA] thick_restart_lanczos step {step}: "
+                      f"largest relative residual estimate {residual:.3e}", flush=True)
+        # The products are one symv per step on scipy's BLAS: one thread
+        # reads K's triangle faster than two at these sizes (Arpack.solve),
+        # and the steps are then the same for any thread count.
+        with blas_limit(1):
+            w, v, residuals = lanczos_eigsh(
+                K, k, tol=est.tol, v0=v0, random_state=rng, callback=callback,
+                max_iter=_LANCZOS_RESTARTS if est.max_iter is None else est.max_iter)
+        if residuals.max() <= tol:
+            return w, v
+        if est.max_iter is not None:
+            warnings.warn(f"thick_restart_lanczos did not converge in max_iter={est.max_iter} "
+                          f"restarts: relative residual estimates {residuals} (tol={tol:g})",
+                          ConvergenceWarning, stacklevel=2)
+            return w, v
+        # Slow convergence: a top cluster only rounding separates (the
+        # centred identity) or many restarts; LAPACK is exact, and cheap here.
+        return Dense().solve(est, K, k, rebuild)
 
 
 class Randomized(_CentredInPlace):
@@ -604,8 +657,8 @@ class Nystrom(_LargeN):
 
 
 #: The solvers by public name, in the order the documentation lists them.
-SOLVERS = {s.name: s for s in (Dense(), BlockKrylov(), Arpack(), Randomized(), MatrixFree(),
-                               Nystrom(), IncompleteCholesky())}
+SOLVERS = {s.name: s for s in (Dense(), BlockKrylov(), ThickRestartLanczos(), Arpack(),
+                               Randomized(), MatrixFree(), Nystrom(), IncompleteCholesky())}
 #: Every value eigen_solver takes but the deprecated ones.
 EIGEN_SOLVERS = ("auto", *SOLVERS)
 
@@ -626,8 +679,9 @@ def choose(est, X, k):
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 1500 samples, "arpack" for k < 10 from 190 samples up to there and
-    for 10 <= k <= n / 50 above 200, else "dense".
+    from 2000 samples, "thick_restart_lanczos" for k < 10 from 190 samples up
+    to there ("arpack" where its products would run on more than one
+    thread), "arpack" for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
@@ -635,7 +689,9 @@ def choose(est, X, k):
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n >= _ARPACK_MIN_SAMPLES and k < 10:
-        return SOLVERS["block_krylov" if n >= _KRYLOV_MIN_SAMPLES else "arpack"]
+        if n >= _KRYLOV_MIN_SAMPLES:
+            return SOLVERS["block_krylov"]
+        return SOLVERS["thick_restart_lanczos" if _one_thread_products(est, n) else "arpack"]
     if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
         return SOLVERS["arpack"]
     return SOLVERS["dense"]

@@ -97,9 +97,18 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         Learn the kernel ridge pre-image map of ``inverse_transform`` (not
         with kernel="precomputed").
     eigen_solver : str, default="auto"
-        One of "auto", "dense", "arpack", "randomized", "block_krylov",
-        "matrix-free", "nystrom" and "incomplete_cholesky".
+        One of "auto", "dense", "thick_restart_lanczos", "arpack",
+        "randomized", "block_krylov", "matrix-free", "nystrom" and
+        "incomplete_cholesky".
         "dense": LAPACK syevr on the centred Gram, in place.
+        "thick_restart_lanczos": fastkern's compiled Lanczos solver on the
+        centred Gram's lower triangle (the triangle "dense" reads), on one
+        thread (``fastkern._eigen.lanczos_eigsh``): full
+        reorthogonalisation, thick restarts, ARPACK's convergence test, the
+        start vector ARPACK gets from random_state; LAPACK solves instead
+        when it has not converged in 20 restarts (max_iter=None).  At a few
+        hundred to a few thousand samples it needs fewer products than
+        ARPACK and no return to Python between them.
         "arpack": scipy's eigsh on the centred Gram (n_components >= n_samples:
         scipy warns and solves densely, as in scikit-learn).
         "randomized": scikit-learn's randomized range finder with "module"
@@ -117,26 +126,30 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         never forming K (see Notes).
         "auto": "matrix-free" when the dense Gram would exceed
         ``memory_budget`` (not for precomputed, cosine or sparse X), else
-        "block_krylov", "arpack" or "dense" (see Notes).
+        "block_krylov", "thick_restart_lanczos", "arpack" or "dense" (see
+        Notes).
     tol : float, default=0
-        Eigensolver convergence for "arpack" and "block_krylov" (tol=0: the
-        solver's default).  For "block_krylov", converged means every
+        Eigensolver convergence for "thick_restart_lanczos", "arpack" and
+        "block_krylov" (tol=0: the solver's default; for the first two,
+        ARPACK's: machine precision).  For "block_krylov", converged means every
         residual ||K v - lambda v|| <= tol * lambda_max (tol=0: 1e-10, or
         2e-13 when "auto" chose it).  For "incomplete_cholesky", tol bounds
         the largest residual diagonal of K - G G^T relative to the mean
         diagonal of the centred factor (tol=0: 1e-6; ``incomplete_cholesky``
         with centered=True).
     max_iter : int or None, default=None
-        Eigensolver iteration limit for "arpack" and "block_krylov".  On
-        max_iter "block_krylov" warns with the residual norms and keeps the
-        best Ritz pairs found.
+        Eigensolver iteration limit for "thick_restart_lanczos" (restarts),
+        "arpack" and "block_krylov".  On max_iter "block_krylov" and
+        "thick_restart_lanczos" warn with the residual norms (estimates for
+        the latter) and keep the best Ritz pairs found.
     iterated_power : int >= 0 or "auto", default="auto"
         Power iterations of "randomized" (as scikit-learn: "auto" is 7 when
         n_components < n_samples / 10, else 4).
     remove_zero_eig : bool, default=False
         As scikit-learn: drop the components whose eigenvalue is not > 0.
     random_state : int, RandomState instance or None, default=None
-        Start vectors of "arpack", "randomized" and "block_krylov"; a fixed
+        Start vectors of "thick_restart_lanczos", "arpack", "randomized" and
+        "block_krylov"; a fixed
         value makes them bit-identical from run to run.
     copy_X : bool, default=True
         As scikit-learn: store a copy of X in ``X_fit_`` rather than X
@@ -223,10 +236,11 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
     Solver choice (eigen_solver="auto").  "matrix-free" when the dense Gram
     would exceed ``memory_budget`` (not for precomputed, cosine or sparse X).
     Otherwise chosen by measurement (benchmarks/bench_sizes.py, the "auto"
-    grid): "block_krylov" for n_components < 10 and at least 1500 samples
-    (run to tol 2e-13, as accurate as ARPACK); "arpack"
-    for n_components < 10 from 190 samples up to there, and for
-    10 <= n_components <= n_samples / 50; else "dense".
+    grid): "block_krylov" for n_components < 10 and at least 2000 samples
+    (run to tol 2e-13, as accurate as ARPACK); "thick_restart_lanczos" for
+    n_components < 10 from 190 samples up to there ("arpack" where its
+    products would use more than 2 BLAS threads, from 680 samples); "arpack"
+    for 10 <= n_components <= n_samples / 50; else "dense".
 
     Examples
     --------

@@ -81,8 +81,8 @@ def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
     assert {r["spectrum"] for r in rows} == {"steep", "flat"}
     for r in rows:
         if r["task"] == "kpca_auto":
-            assert set(r["times_s"]) == {"auto", "dense", "arpack", "randomized",
-                                         "block_krylov"}
+            assert set(r["times_s"]) == {"auto", "dense", "thick_restart_lanczos", "arpack",
+                                         "randomized", "block_krylov"}
             assert r["ratio"] == pytest.approx(r["auto_s"] / min(
                 v for k, v in r["times_s"].items() if k != "auto"))
         else:

@@ -514,7 +514,8 @@ def test_degenerate_warning_rule():
 
 
 @pytest.mark.parametrize("solver, progress", [
-    (None, "(solver arpack)"),
+    (None, "(solver thick_restart_lanczos)"),
+    ("thick_restart_lanczos", "[KernelPCA] thick_restart_lanczos step"),
     ("dense", "solver dense"),
     ("block_krylov", "[KernelPCA] block_krylov iteration"),
     ("randomized", "solver randomized"),

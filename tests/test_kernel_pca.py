@@ -74,7 +74,7 @@ KERNELS = [
 
 
 @pytest.mark.parametrize("params", KERNELS, ids=lambda p: p["kernel"])
-@pytest.mark.parametrize("solver", ["dense", "block_krylov", "arpack"])
+@pytest.mark.parametrize("solver", ["dense", "block_krylov", "thick_restart_lanczos", "arpack"])
 def test_matches_sklearn(params, solver):
     sk, sk_test = _sk_reference(params["kernel"], n_components=5,
                                 **{k: v for k, v in params.items() if k != "kernel"
@@ -115,7 +115,7 @@ def test_precomputed_matches_and_input_untouched():
     np.testing.assert_array_equal(K_test, K_test_before)
 
 
-@pytest.mark.parametrize("solver", ["block_krylov", "arpack"])
+@pytest.mark.parametrize("solver", ["block_krylov", "thick_restart_lanczos", "arpack"])
 def test_solvers_agree_with_dense(solver):
     dense = KernelPCA(n_components=6, kernel="rbf", gamma=0.05, eigen_solver="dense").fit(X_TRAIN)
     other = KernelPCA(n_components=6, kernel="rbf", gamma=0.05, eigen_solver=solver,
@@ -204,7 +204,7 @@ def test_block_krylov_rank_deficient_gram(n_components):
                                       1e-7)
 
 
-@pytest.mark.parametrize("solver", ["block_krylov", "arpack"])
+@pytest.mark.parametrize("solver", ["block_krylov", "thick_restart_lanczos", "arpack"])
 def test_reproducible_with_random_state(solver):
     # Same random_state, same bits: the random start and every random fill
     # come from it, never from numpy's global state.
@@ -269,30 +269,34 @@ def test_memory_layouts():
 
 
 # What "auto" chooses (fastkern._kpca_solvers.choose), checked through the
-# fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 1499/1500
-# (on one thread too), k < 10 and
+# fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 1999/2000
+# (on one thread too), ARPACK's products on more than 2 threads from 680 rows
+# (n_threads=4), k < 10 and
 # k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
 # float32), and the inputs that never go matrix-free (precomputed, sparse,
 # cosine).  n=2000 fits only where they are cheap (few components).
 _B400, _B500_32 = 400 * 400 * 8, 500 * 500 * 4
+_TRL = "thick_restart_lanczos"
 _AUTO_CASES = [
-    (150, 3, {}, "dense"), (189, 3, {}, "dense"), (190, 3, {}, "arpack"),
-    (200, 3, {}, "arpack"), (200, 10, {}, "dense"), (201, 3, {}, "arpack"),
-    (237, 3, {}, "arpack"), (237, 9, {}, "arpack"), (237, 10, {}, "dense"),
+    (150, 3, {}, "dense"), (189, 3, {}, "dense"), (190, 3, {}, _TRL),
+    (200, 3, {}, _TRL), (200, 10, {}, "dense"), (201, 3, {}, _TRL),
+    (237, 3, {}, _TRL), (237, 9, {}, _TRL), (237, 10, {}, "dense"),
     (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
-    (1000, 21, {}, "dense"), (1499, 9, dict(n_threads=2), "arpack"),
-    (1500, 9, dict(n_threads=2), "block_krylov"), (1500, 3, dict(n_threads=2), "block_krylov"),
-    (800, 3, dict(n_threads=1), "arpack"), (1499, 3, dict(n_threads=1), "arpack"),
-    (1500, 3, dict(n_threads=1), "block_krylov"), (2000, 40, {}, "arpack"),
-    (400, 3, dict(memory_budget=_B400), "arpack"),
+    (1000, 21, {}, "dense"), (1999, 9, dict(n_threads=2), _TRL),
+    (2000, 9, dict(n_threads=2), "block_krylov"), (2000, 3, dict(n_threads=2), "block_krylov"),
+    (800, 3, dict(n_threads=1), _TRL), (1999, 3, dict(n_threads=1), _TRL),
+    (2000, 3, dict(n_threads=1), "block_krylov"),
+    (679, 3, dict(n_threads=4), _TRL), (680, 3, dict(n_threads=4), "arpack"),
+    (2000, 40, {}, "arpack"),
+    (400, 3, dict(memory_budget=_B400), _TRL),
     (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
     (400, 50, dict(memory_budget=_B400 - 1), "matrix-free"),
-    (500, 3, dict(memory_budget=_B500_32, dtype="float32"), "arpack"),
+    (500, 3, dict(memory_budget=_B500_32, dtype="float32"), _TRL),
     (500, 3, dict(memory_budget=_B500_32 - 1, dtype="float32"), "matrix-free"),
-    (300, 3, dict(memory_budget=1000, kernel="precomputed"), "arpack"),
-    (300, 3, dict(memory_budget=1000, sparse=True), "arpack"),
+    (300, 3, dict(memory_budget=1000, kernel="precomputed"), _TRL),
+    (300, 3, dict(memory_budget=1000, sparse=True), _TRL),
     (150, 3, dict(memory_budget=1000, sparse=True), "dense"),
-    (300, 3, dict(memory_budget=1000, kernel="cosine"), "arpack"),
+    (300, 3, dict(memory_budget=1000, kernel="cosine"), _TRL),
     (150, 20, dict(memory_budget=1000, kernel="cosine"), "dense"),
 ]
 
@@ -488,7 +492,7 @@ def test_cosine_kernel_not_on_large_n_solvers(solver):
 
 
 def test_memory_budget_string_still_parsed():
-    assert KernelPCA(2, memory_budget="1GB").fit(X_TRAIN)._fit_solver == "arpack"
+    assert KernelPCA(2, memory_budget="1GB").fit(X_TRAIN)._fit_solver == "thick_restart_lanczos"
     with pytest.raises(ValueError, match="memory_budget must be a number of bytes"):
         KernelPCA(2, memory_budget="lots").fit(X_TRAIN)
 
@@ -606,7 +610,8 @@ def test_randomized_is_reproducible_and_seeded():
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 257])
-@pytest.mark.parametrize("solver", ["auto", "dense", "arpack", "randomized", "block_krylov"])
+@pytest.mark.parametrize("solver", ["auto", "dense", "thick_restart_lanczos", "arpack",
+                                    "randomized", "block_krylov"])
 @pytest.mark.parametrize("n_components", [None, 1, "n", "n+5"])
 @pytest.mark.parametrize("remove_zero_eig", [False, True])
 def test_n_components_clamped_as_sklearn(n, solver, n_components, remove_zero_eig):
@@ -616,8 +621,8 @@ def test_n_components_clamped_as_sklearn(n, solver, n_components, remove_zero_ei
     with warnings.catch_warnings():
         # scipy's "k >= N ... use scipy.linalg.eigh instead" for arpack.
         warnings.simplefilter("ignore", RuntimeWarning)
-        sk = SkKernelPCA(eigen_solver="dense" if solver == "block_krylov" else solver,
-                         **kw).fit(X)
+        sk = SkKernelPCA(eigen_solver="dense" if solver in ("block_krylov", "thick_restart_lanczos")
+                         else solver, **kw).fit(X)
         fk = KernelPCA(eigen_solver=solver, **kw)
         Z = fk.fit_transform(X)
     assert fk.eigenvalues_.shape == sk.eigenvalues_.shape
@@ -679,12 +684,15 @@ def _outcome(est, K):
     return None, est.eigenvalues_
 
 
-@pytest.mark.parametrize("solver", ["auto", "dense", "arpack", "randomized"])
+@pytest.mark.parametrize("solver", ["auto", "dense", "thick_restart_lanczos", "arpack",
+                                    "randomized"])
 @pytest.mark.parametrize("n_components", [2, 4, 5, 7, 8])
 def test_precomputed_not_psd_as_sklearn(solver, n_components):
     kw = dict(kernel="precomputed", eigen_solver=solver, n_components=n_components,
               random_state=0)
-    expected = _outcome(SkKernelPCA(**kw), NOT_PSD.tolist())
+    # scikit-learn has no Lanczos solver of its own: ARPACK's is the same method.
+    expected = _outcome(SkKernelPCA(**dict(kw, eigen_solver="arpack" if solver == _TRL
+                                           else solver)), NOT_PSD.tolist())
     got = _outcome(KernelPCA(**kw), NOT_PSD.tolist())
     assert got[0] == expected[0]
     if expected[0] is None:
@@ -761,7 +769,8 @@ def test_lists_object_arrays_and_pandas_nullable():
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
-@pytest.mark.parametrize("solver", ["dense", "arpack", "randomized", "block_krylov"])
+@pytest.mark.parametrize("solver", ["dense", "thick_restart_lanczos", "arpack", "randomized",
+                                    "block_krylov"])
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "cosine"])
 def test_sparse_input_matches_dense(fmt, solver, kernel):
     X = X_TRAIN.copy()
@@ -1022,7 +1031,8 @@ def _polygon(n):
     return np.c_[np.cos(t), np.sin(t)]
 
 
-_ALL_SOLVERS = ["dense", "block_krylov", "arpack", "auto", "randomized", "matrix-free",
+_ALL_SOLVERS = ["dense", "block_krylov", "thick_restart_lanczos", "arpack", "auto", "randomized",
+                "matrix-free",
                 "nystrom", "incomplete_cholesky"]
 
 
@@ -1233,7 +1243,7 @@ def _centred_projection_reference(est, Xt, kernel, **kw):
 
 @pytest.mark.parametrize("case", ["rbf", "rbf-blas", "laplacian", "poly", "linear-offset",
                                   "tiny-gamma", "near-duplicates"])
-@pytest.mark.parametrize("solver", ["dense", "arpack", "block_krylov"])
+@pytest.mark.parametrize("solver", ["dense", "thick_restart_lanczos", "arpack", "block_krylov"])
 @pytest.mark.parametrize("n_test", [1, 256, 257])  # around the 256-row tiles
 def test_transform_matches_explicit_centring(case, solver, n_test):
     rng = np.random.default_rng(n_test)

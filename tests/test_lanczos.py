@@ -1,0 +1,190 @@
+"""fastkern's Lanczos solver (``fastkern._eigen.lanczos_eigsh``, KernelPCA's
+eigen_solver="thick_restart_lanczos") against LAPACK's eigh on hard spectra."""
+import warnings
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+
+import fastkern
+from fastkern import _eigen, _kpca_solvers
+from fastkern._eigen import lanczos_eigsh
+
+
+def _spectrum_matrix(eigenvalues, seed=0):
+    n = eigenvalues.size
+    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))[0]
+    return np.ascontiguousarray((Q * eigenvalues) @ Q.T)
+
+
+def _centred_rbf(n, d, gamma, seed=0):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    K = fastkern.rbf_kernel(X, gamma=gamma)
+    return np.ascontiguousarray(K - K.mean(0) - K.mean(1)[:, None] + K.mean())
+
+
+_SPECTRA = {
+    "rbf-steep": lambda: _centred_rbf(300, 8, 1 / 8),
+    "rbf-flat": lambda: _centred_rbf(333, 16, 0.5),
+    # gamma 0.5 at d = 64: the centred identity to 1e-6, a tight top cluster.
+    "near-identity": lambda: _centred_rbf(257, 64, 0.5),
+    "centred-identity": lambda: np.eye(200) - 1 / 200,
+    "rank-2": lambda: _spectrum_matrix(np.r_[3.0, 1.0, np.zeros(198)], seed=1),
+    "repeated": lambda: _spectrum_matrix(np.r_[[5.0] * 4, [3.0] * 3,
+                                               np.linspace(1, 0, 243) ** 3], seed=2),
+    "indefinite": lambda: _spectrum_matrix(np.r_[1.0, 0.9, 0.8, np.linspace(0.5, -3, 197)],
+                                           seed=3),
+    "slow-decay": lambda: _spectrum_matrix(1 / np.arange(1.0, 351), seed=4),
+    "flat": lambda: _spectrum_matrix(np.linspace(1.0, 0.99, 300), seed=5),
+    "offset": lambda: _spectrum_matrix(1e6 + np.linspace(1, 0, 211) ** 2, seed=6),
+    "tiny-scale": lambda: 1e-9 * _centred_rbf(240, 8, 1 / 8),
+}
+
+
+def _check_pairs(A, w, V, k, tol):
+    """w, V: the k largest eigenpairs of A to within tol of its largest |eigenvalue|."""
+    all_w = linalg.eigh(A, eigvals_only=True)
+    scale = np.abs(all_w).max()
+    assert w.shape == (k,) and V.shape == (A.shape[0], k)
+    np.testing.assert_allclose(w, all_w[-k:], rtol=0, atol=tol * scale)
+    np.testing.assert_allclose(V.T @ V, np.eye(k), atol=max(tol, 1e-12))
+    assert np.linalg.norm(A @ V - V * w, axis=0).max() <= tol * scale
+
+
+@pytest.mark.parametrize("name", list(_SPECTRA))
+@pytest.mark.parametrize("k", [1, 5, 9])
+def test_matches_lapack(name, k):
+    A = _SPECTRA[name]()
+    w, V, residuals = lanczos_eigsh(A, k, random_state=0)
+    assert residuals.max() <= np.finfo(float).eps
+    # ARPACK's test bounds the residual estimates by eps |theta|; the true
+    # residuals carry the rounding of the products, about sqrt(n) eps ||A||.
+    _check_pairs(A, w, V, k, 1e-12)
+
+
+@pytest.mark.parametrize("ncv", [7, 9, 30])
+def test_restarts_keep_the_answer(ncv):
+    # A basis of 7 for 5 pairs restarts hundreds of times on this spectrum.
+    A = _SPECTRA["slow-decay"]()
+    w, V, residuals = lanczos_eigsh(A, 5, ncv=ncv, random_state=0)
+    assert residuals.max() <= np.finfo(float).eps
+    _check_pairs(A, w, V, 5, 1e-12)
+
+
+def test_max_iter_returns_the_ritz_pairs_and_their_residuals():
+    A = _SPECTRA["slow-decay"]()
+    w, V, residuals = lanczos_eigsh(A, 5, ncv=7, max_iter=2, random_state=0)
+    assert residuals.max() > np.finfo(float).eps
+    np.testing.assert_allclose(V.T @ V, np.eye(5), atol=1e-12)
+    # Ritz values bound the eigenvalues from below (Cauchy interlacing).
+    assert np.all(w <= linalg.eigh(A, eigvals_only=True)[-5:] + 1e-12)
+
+
+@pytest.mark.parametrize("n", [6, 7, 30])
+def test_whole_space_and_k_next_to_n(n):
+    A = _spectrum_matrix(np.linspace(2.0, -1.0, n), seed=n)
+    w, V, _ = lanczos_eigsh(A, n - 1, random_state=0)
+    _check_pairs(A, w, V, n - 1, 1e-12)
+
+
+@pytest.mark.parametrize("order", ["C", "strided", "read-only"])
+def test_reads_the_lower_triangle_only(order):
+    A = _SPECTRA["rbf-steep"]()
+    B = A + np.triu(np.random.default_rng(0).standard_normal(A.shape), 1)
+    if order == "read-only":
+        B.setflags(write=False)
+    elif order == "strided":
+        # lanczos_eigsh takes C-contiguous K only (KernelPCA's own copy).
+        with pytest.raises(ValueError, match="C-contiguous"):
+            lanczos_eigsh(np.zeros((600, 600))[::2, ::2], 3)
+        return
+    w, V, _ = lanczos_eigsh(B, 4, random_state=0)
+    _check_pairs(A, w, V, 4, 1e-12)
+
+
+def test_float32():
+    A = _SPECTRA["rbf-flat"]().astype(np.float32)
+    w, V, residuals = lanczos_eigsh(A, 5, random_state=0)
+    assert w.dtype == np.float64 and V.dtype == np.float32
+    assert residuals.max() <= np.finfo(np.float32).eps
+    _check_pairs(A.astype(np.float64), w, V.astype(np.float64), 5, 1e-5)
+
+
+def test_same_bits_for_the_same_start():
+    A = _SPECTRA["centred-identity"]()  # random directions after each breakdown
+    runs = [lanczos_eigsh(A, 5, random_state=np.random.RandomState(3)) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(k=0), r"k must be in \[1, n - 1\]"),
+    (dict(k=40), r"k must be in \[1, n - 1\]"),
+    (dict(k=3, ncv=3), r"ncv must be in \[k \+ 1, n\]"),
+    (dict(k=3, ncv=41), r"ncv must be in \[k \+ 1, n\]"),
+    (dict(k=3, v0=np.zeros(40)), "v0 must be a nonzero vector"),
+])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        lanczos_eigsh(np.eye(40), **kwargs)
+
+
+def test_callback_sees_the_estimates_fall_to_tol():
+    A = _SPECTRA["rbf-flat"]()
+    seen = []
+    lanczos_eigsh(A, 5, random_state=0, callback=lambda step, r: seen.append((step, r)))
+    steps = [s for s, _ in seen]
+    assert steps == sorted(steps) and seen[-1][1] <= np.finfo(float).eps
+    assert all(r > np.finfo(float).eps for _, r in seen[:-1])
+
+
+# ------------------------------------------------------------- through KernelPCA
+
+
+def _kpca(X, **kw):
+    return fastkern.KernelPCA(5, kernel="rbf", gamma=0.2, random_state=0, **kw)
+
+
+def test_kernel_pca_same_bits_for_any_thread_count():
+    X = np.random.default_rng(0).standard_normal((701, 6))
+    runs = [_kpca(X, eigen_solver="thick_restart_lanczos", n_threads=t).fit(X)
+            for t in (1, 2, 4)]
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run.eigenvectors_, runs[0].eigenvectors_)
+        np.testing.assert_array_equal(run.eigenvalues_, runs[0].eigenvalues_)
+
+
+def test_kernel_pca_max_iter_warns_and_keeps_the_ritz_pairs(monkeypatch):
+    monkeypatch.setattr(_eigen, "LANCZOS_EXTRA_VECTORS", 2)
+    X = np.random.default_rng(1).standard_normal((400, 8))
+    with pytest.warns(ConvergenceWarning, match="thick_restart_lanczos did not converge in "
+                                                "max_iter=1 restarts"):
+        est = _kpca(X, eigen_solver="thick_restart_lanczos", max_iter=1).fit(X)
+    assert est.eigenvalues_.shape == (5,)
+
+
+def test_kernel_pca_unconverged_without_max_iter_is_solved_by_lapack(monkeypatch):
+    # No restart allowed and a basis too small to converge in: LAPACK's pairs.
+    monkeypatch.setattr(_eigen, "LANCZOS_EXTRA_VECTORS", 2)
+    monkeypatch.setattr(_kpca_solvers, "_LANCZOS_RESTARTS", 0)
+    X = np.random.default_rng(2).standard_normal((400, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = _kpca(X, eigen_solver="thick_restart_lanczos").fit(X)
+    dense = _kpca(X, eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-12)
+    np.testing.assert_allclose(est.eigenvectors_, dense.eigenvectors_, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [190, 257, 700])
+def test_kernel_pca_matches_dense(dtype, n):
+    X = np.random.default_rng(n).standard_normal((n, 5)).astype(dtype)
+    est = _kpca(X, eigen_solver="thick_restart_lanczos").fit(X)
+    dense = _kpca(X, eigen_solver="dense").fit(X)
+    assert est.eigenvectors_.dtype == dtype
+    rtol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=rtol)
+    np.testing.assert_allclose(est.eigenvectors_, dense.eigenvectors_,
+                               atol=rtol * np.abs(dense.eigenvectors_).max())
