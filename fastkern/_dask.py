@@ -296,9 +296,13 @@ class _Passes:
             # No broadcast: Scheduler.replicate never returns if a worker dies
             # while it copies.  Tasks fetch X and V from the worker holding
             # them.  Fresh keys every pass (hash=False): reusing a key races
-            # with the release of the previous pass's future.
+            # with the release of the previous pass's future.  The scheduler's
+            # own wait for a worker ends before the deadline, so that its
+            # TimeoutError reaches a client still listening: raised after the
+            # client gave up, it is left unretrieved in the scheduler's loop.
+            remaining = deadline.remaining()
             return deadline.call(f"the scatter of {name}", client.scatter, data, hash=False,
-                                 timeout=max(deadline.remaining(), 0.001))
+                                 timeout=max(min(0.8 * remaining, remaining - 1.0), 0.001))
 
         host_threads = _host_threads(deadline.call("the workers' thread counts",
                                                    client.nthreads))
