@@ -207,6 +207,7 @@ class CentredGram:
             self.col_means = np.asarray(col_means, dtype=np.float64)
             self.grand_mean = float(grand_mean)
         self.K = K
+        self._acc = None
 
     def block_width(self, p):
         """The most columns the next call takes for the cost of p.
@@ -261,7 +262,12 @@ class CentredGram:
             full = np.empty_like(Vq)
             threads = threads_for(self.n_threads, n * n)
             if self.upper:
-                acc = np.empty((threads,) + Vq.shape)
+                # One buffer for every call: fresh, each product's accumulators
+                # (threads x n x width) would be page faults again.
+                size = threads * Vq.size
+                if self._acc is None or self._acc.size < size:
+                    self._acc = np.empty(size)
+                acc = self._acc[:size].reshape((threads,) + Vq.shape)
                 _centering.gram_matmat_packed(K.data, K.row_start, Vq, full, acc, threads)
             else:
                 _centering.gram_matmat(K, Vq, full, threads)

@@ -754,7 +754,9 @@ def test_gram_matmat_packed_reads_only_the_upper_triangle(n, bp, level):
     runs = []
     for threads, slots in ((2, 2), (1, 2), (2, 3)):
         out = np.full((n, bp), np.nan)
-        gram_matmat_packed(data, row_start, V, out, np.empty((slots, n, bp)), threads, level)
+        # The accumulators arrive dirty (a reused buffer): they are zeroed first.
+        acc = np.full((slots, n, bp), np.nan)
+        gram_matmat_packed(data, row_start, V, out, acc, threads, level)
         runs.append(out)
     bound = 4 * n * np.finfo(float).eps * (np.abs(A) @ np.abs(V))
     for out in runs:
