@@ -139,6 +139,36 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
         assert any(n.startswith(stem) for n in names), (stem, names)
 
 
+def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, tmp_path):
+    """The --large-n run of bench_threads.py is made apart from the short one:
+    a newer short run must not hide it, and its section shows the matrix-free
+    rows alone (its Gram and KernelPCA rows are the short run's section's)."""
+    pytest.importorskip("matplotlib")
+    path, _ = saved("bench_threads.py")
+    short = json.loads(path.read_text())
+    long = json.loads(path.read_text())
+    long["settings"]["large_n"] = True
+    long["created"] = "2000-01-01T00:00:00Z"  # older than the short run
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "threads.json").write_text(json.dumps(short))
+    (data / "threads-large-n.json").write_text(json.dumps(long))
+    sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
+    try:
+        import make_plots
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "benchmarks"))
+    rst = make_plots.build(data, tmp_path / "out").read_text()
+    heading = "Thread scaling of the matrix-free solver"
+    assert heading in rst and "threads-large-n.json" in rst
+    large = rst.split(heading, 1)[1].split("Against scikit-learn at every size", 1)[0]
+    short_part = rst.split("Thread scaling\n", 1)[1].split(heading, 1)[0]
+    assert "matrix-free KernelPCA" in large
+    assert "RBF Gram" not in large and "RBF Gram" in short_part
+    names = {p.name for p in (tmp_path / "out").glob("*.png")}
+    assert any(n.startswith("threads_large_n_") for n in names), names
+
+
 def test_interleaved_records_a_failing_contestant_and_goes_on():
     sys.path.insert(0, str(BENCH))
     try:
