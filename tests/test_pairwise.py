@@ -243,6 +243,30 @@ def test_default_paths_by_features_and_dtype():
         "direct", "direct", "direct", "blas", "blas"]
     assert [path(_RBF, d, rows=512) for d in (11, 12, 64)] == ["direct", "dot", "dot"]
     assert path(_LAPLACIAN, 500) == "direct" and path(_LINEAR, 16) == "blas"
+    # The Gram of X with itself centres X once: the dot tiles from 400 rows
+    # (float64; float32 keeps the distance loop up to 32 features), and at
+    # any size beyond 32 features.
+    def square(d, rows, dtype=np.float64):
+        return tile_path(_RBF, d, dtype, rows, square=True)
+
+    assert [square(d, 399) for d in (11, 12, 32, 33, 64, 65)] == [
+        "direct", "direct", "direct", "dot", "dot", "blas"]
+    assert [square(d, 400) for d in (11, 12, 32)] == ["direct", "dot", "dot"]
+    assert [square(d, 2) for d in (32, 33)] == ["direct", "dot"]
+    assert [square(d, 400, np.float32) for d in (32, 33)] == ["direct", "dot"]
+    assert square(16, None) == "dot" and tile_path(_LAPLACIAN, 64, square=True) == "direct"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [13, 33, 64])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 17, 399, 400])
+def test_small_square_grams_on_the_default_path_match_numpy(n, d, dtype):
+    # Square Grams of few rows now take the dot tiles (d > 32, or 400 rows):
+    # sizes below and across their tile edges, and the rows with a large
+    # offset, which the tiles' centring must undo exactly.
+    X = data(n, d, dtype, 40 + n) + 1e3
+    for gamma in (1.0 / d, 0.5):
+        assert_gram_close(rbf_kernel(X, gamma=gamma), reference("rbf", X, gamma=gamma), dtype)
 
 
 def test_small_calls_keep_the_distance_loop(monkeypatch):
@@ -262,7 +286,8 @@ def test_small_calls_keep_the_distance_loop(monkeypatch):
     wide = data(700, 40, seed=4)
     rbf_kernel(wide[:128], wide[128:])
     rbf_kernel(X)
-    assert calls == ["direct", "direct", "blas", "dot"]
+    rbf_kernel(wide[:100])
+    assert calls == ["direct", "direct", "blas", "dot", "dot"]
 
 
 # --------------------------------------------------- layouts and input types
