@@ -229,13 +229,29 @@ def memory_budget_bytes(memory_budget):
     available RAM."""
     if memory_budget is not None:
         return parse_memory_budget(memory_budget)
+    return 0.5 * _available_memory()
+
+
+def _available_memory():
+    """Bytes of memory available to new allocations: the kernel's MemAvailable.
+
+    Read from /proc/meminfo directly: KernelPCA asks at every fit, and
+    psutil's parse of the whole file took 22 us against 3.5 us, 2% of a fit
+    on 200 rows.  Elsewhere psutil, else the free pages.
+    """
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            head = f.read(512)
+        at = head.index(b"MemAvailable:") + len(b"MemAvailable:")
+        return int(head[at:head.index(b"\n", at)].split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         import psutil
 
-        available = psutil.virtual_memory().available
+        return psutil.virtual_memory().available
     except ImportError:
-        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return 0.5 * available
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def check_square(K, name="K"):

@@ -550,3 +550,24 @@ def test_nystroem_eigenpairs_use_the_spec_as_nystroem_does(kernel, params):
     K = spec.gram(X, L)
     approx = K @ np.linalg.pinv(spec.gram(L), rcond=1e-12, hermitian=True) @ K.T
     np.testing.assert_allclose(Phi @ Phi.T, approx, atol=1e-8 * np.abs(approx).max())
+
+
+def test_available_memory_is_the_kernels_memavailable(monkeypatch):
+    # The default memory_budget is half of it, read at every fit from
+    # /proc/meminfo; psutil (else the free pages) where that cannot be read.
+    from fastkern import _validation
+
+    psutil = pytest.importorskip("psutil")
+    ours, theirs = _validation._available_memory(), psutil.virtual_memory().available
+    # Read a moment apart: other processes move it a little.
+    assert abs(ours - theirs) <= max(0.05 * theirs, 256 << 20)
+    assert _validation.memory_budget_bytes(None) == pytest.approx(0.5 * ours, rel=0.05)
+
+    def unreadable(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(_validation, "open", unreadable, raising=False)
+    seen = []
+    monkeypatch.setattr(psutil, "virtual_memory",
+                        lambda: seen.append(1) or type("M", (), {"available": 12345})())
+    assert _validation._available_memory() == 12345 and seen
