@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
@@ -70,6 +71,52 @@ def test_restarts_keep_the_answer(ncv):
     w, V, residuals = lanczos_eigsh(A, 5, ncv=ncv, random_state=0)
     assert residuals.max() <= np.finfo(float).eps
     _check_pairs(A, w, V, 5, 1e-12)
+
+
+@pytest.mark.parametrize("j", [1, 2, 6, 40, 80])
+@pytest.mark.parametrize("cluster", [False, True])
+def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluster):
+    # Before a restart the projected matrix is the Lanczos tridiagonal, and
+    # its other lower entries are rounding: the pairs read from its two
+    # diagonals alone (stemr) are those of the whole lower triangle (syevr)
+    # to that rounding.  Signs of eigenvectors are free.
+    rng = np.random.default_rng(j)
+    H = np.zeros((80, 81))
+    d = np.full(j, 1.0) + 1e-13 * rng.standard_normal(j) if cluster else rng.standard_normal(j)
+    e = 1e-14 * rng.random(j) if cluster else rng.random(j)
+    H[np.arange(j), np.arange(j)] = d
+    H[np.arange(1, j), np.arange(j - 1)] = e[:j - 1]
+    H[np.arange(j), np.arange(1, j + 1)] = e
+    H[:j, :j] += np.tril(1e-17 * rng.standard_normal((j, j)), -2)
+    H_before = H.copy()
+    k = min(5, j)
+    w, Y = _eigen._top_pairs(H, j, k, tridiagonal=True)
+    w_dense, Y_dense = _eigen._top_pairs(H, j, k, tridiagonal=False)
+    assert_array_equal(H, H_before)  # the solver's workspace is a copy
+    # Both solvers are accurate to a few n eps of the largest eigenvalue.
+    scale = max(1.0, np.abs(d).max())
+    np.testing.assert_allclose(w, w_dense, rtol=0, atol=4 * j * np.finfo(float).eps * scale)
+    np.testing.assert_allclose(Y.T @ Y, np.eye(k), atol=1e-12)
+    T = np.tril(H[:j, :j])
+    T = T + np.tril(T, -1).T
+    assert np.abs(T @ Y - Y * w).max() <= 1e-13
+    if not cluster:  # distinct eigenvalues: the same vectors up to sign
+        np.testing.assert_allclose(np.abs(Y), np.abs(Y_dense), atol=1e-10)
+
+
+def test_top_pairs_fall_back_to_the_dense_solve_when_stemr_declines(monkeypatch):
+    A = _SPECTRA["rbf-steep"]()
+    expected = lanczos_eigsh(A, 5, random_state=0)
+    calls = []
+
+    def declined(d, e, *args, **kwargs):
+        calls.append(d.size)
+        return 0, np.zeros(d.size), np.zeros((d.size, d.size)), 1
+    monkeypatch.setattr(linalg.lapack, "dstemr", declined)
+    w, V, residuals = lanczos_eigsh(A, 5, random_state=0)
+    assert calls and residuals.max() <= np.finfo(float).eps
+    _check_pairs(A, w, V, 5, 1e-12)
+    np.testing.assert_allclose(w, expected[0], rtol=0, atol=1e-12 * np.abs(w).max())
 
 
 def test_max_iter_returns_the_ritz_pairs_and_their_residuals():
