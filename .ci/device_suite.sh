@@ -31,7 +31,16 @@
 # else python3), WHEELHOUSE (default .ci/wheelhouse), JOBS (default 16),
 # BUDGET_S (default 300: the suite's budget in seconds; over it, the run is
 # stopped and the script fails), PYTEST_ARGS (default none: the whole suite;
-# e.g. a test file, to try the script on a small machine).
+# e.g. a test file, to try the script on a small machine), BENCH_THREADS
+# (unset: no benchmark; set, even empty: benchmarks/bench_threads.py with
+# these arguments after the suite, e.g. "--large-n", its JSON to
+# $OUT/threads.json), BENCH_BUDGET_S (default 300).
+#
+# Measured on the 16-core device (2026-11-26): the checks and build 29-32 s,
+# the whole suite 156 s on 16 workers, bench_threads.py 29 s of measuring
+# and --large-n 168 s more.  So one call of about 7 minutes does all three:
+#   run(command="BUDGET_S=200 BENCH_THREADS=--large-n bash .ci/device_suite.sh",
+#       carry=[".ci/wheelhouse"], timeout_s=540)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "${OUT:-}" ] && [ -z "${DEVICE_SUITE_LOGGED:-}" ]; then
@@ -198,5 +207,21 @@ EOF
 echo "device suite: carried wheels, checks and build ${install_s} s, pytest -n ${jobs} ${suite_s} s (budget ${budget} s), exit status ${status}"
 if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     echo "device suite: over the ${budget} s budget"
+fi
+
+# The thread-scaling benchmark on the same build, after the suite (so that
+# the tests do not load the cores it measures), within its own budget.
+if [ -n "${BENCH_THREADS+set}" ]; then
+    bench_json="${OUT:-$work}/threads.json"
+    bench_status=0
+    # shellcheck disable=SC2086
+    timeout --signal=INT --kill-after=30 "${BENCH_BUDGET_S:-300}" \
+        "$python" benchmarks/bench_threads.py ${BENCH_THREADS} --json "$bench_json" \
+        > "$work/threads.log" 2>&1 || bench_status=$?
+    tail -25 "$work/threads.log"
+    echo "device suite: bench_threads.py ${BENCH_THREADS} exit status ${bench_status}, saved ${bench_json}"
+    if [ "$status" -eq 0 ]; then
+        status=$bench_status
+    fi
 fi
 exit "$status"
