@@ -6,7 +6,9 @@ At 1, 2, 4, 8 and 16 threads (capped at the core count; the core count
 itself is added when it is not a power of two), BLAS held to the same count:
 
 * RBF Gram, N = 20000, d = 16, into a reused ``out=`` buffer (3.2 GB);
-* KernelPCA(5, rbf) fit_transform, N = 16000, d = 16 (eigen_solver "auto");
+* KernelPCA(5, rbf) fit_transform, N = 16000, d = 16 (eigen_solver "auto"),
+  and one more fit per thread count timed stage by stage (validation, the
+  kernel matrix, the eigensolver and what follows it) with its iterations;
 * with --large-n: matrix-free KernelPCA(5, rbf), N = 200,000, d = 16, timed
   over a fixed MATFREE_ITERATIONS block iterations (as many passes over K) at
   the smallest and the largest thread count.  A converged fit takes a dozen
@@ -24,6 +26,7 @@ Duration: the Gram and KernelPCA take under a minute on 16 cores (about 5
 on 2 cores).  --large-n adds about 3 minutes on 16 cores (two passes on one
 thread, two on 16), 4-5 on 2 cores.
 """
+import contextlib
 import os
 import time
 import warnings
@@ -54,28 +57,70 @@ def thread_counts(cores):
     return sorted(counts)
 
 
-def contestant(task, X, t, out):
-    from threadpoolctl import threadpool_limits
-
+def _fit(task, X, t, out):
+    """The call to time: task's work on t threads, without the BLAS limit."""
     import fastkern
 
     if task == "gram":
-        fn = lambda: fastkern.rbf_kernel(X, gamma=GAMMA, out=out, n_threads=t)  # noqa: E731
-    elif task == "kpca":
-        fn = lambda: fastkern.KernelPCA(5, kernel="rbf", gamma=GAMMA,  # noqa: E731
-                                        n_threads=t).fit_transform(X)
-    else:
-        fn = lambda: fastkern.KernelPCA(5, kernel="rbf", gamma=GAMMA,  # noqa: E731
-                                        eigen_solver="matrix-free",
-                                        max_iter=MATFREE_ITERATIONS,
-                                        n_threads=t).fit(X)
+        return lambda: fastkern.rbf_kernel(X, gamma=GAMMA, out=out, n_threads=t)
+    if task == "kpca":
+        return lambda: fastkern.KernelPCA(5, kernel="rbf", gamma=GAMMA,
+                                          n_threads=t).fit_transform(X)
+    return lambda: fastkern.KernelPCA(5, kernel="rbf", gamma=GAMMA, eigen_solver="matrix-free",
+                                      max_iter=MATFREE_ITERATIONS, n_threads=t).fit(X)
+
+
+@contextlib.contextmanager
+def _held_to(t):
+    """BLAS held to t threads; the fixed iterations' warning silenced (they stop
+    short of convergence on purpose)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=t, user_api="blas"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*did not converge")
+        yield
+
+
+def contestant(task, X, t, out):
+    fn = _fit(task, X, t, out)
 
     def run():
-        with threadpool_limits(limits=t, user_api="blas"), warnings.catch_warnings():
-            # The fixed iterations stop short of convergence on purpose.
-            warnings.filterwarnings("ignore", message=".*did not converge")
+        with _held_to(t):
             fn()
     return run
+
+
+class _Stages:
+    """A progress sink (fastkern._progress) that notes when each stage of a fit
+    begins and counts the eigensolver's iterations."""
+
+    def __init__(self):
+        self.marks, self.iterations = [], 0
+
+    def __call__(self, label, fraction):
+        pass
+
+    def stage(self, name):
+        self.marks.append((name, time.perf_counter()))
+
+    def iteration(self, iteration, residual, tol):
+        self.iterations += 1
+
+
+def stage_split(task, X, t):
+    """One more KernelPCA fit on t threads, timed stage by stage: where the time
+    goes at each thread count ("validation" is what comes before the kernel
+    matrix; the eigensolver's stage ends with the fit)."""
+    from fastkern._progress import reporting_progress
+
+    sink, fn = _Stages(), _fit(task, X, t, None)
+    with _held_to(t), reporting_progress(sink):
+        start = time.perf_counter()
+        fn()
+        end = time.perf_counter()
+    marks = [("validation", start)] + sink.marks + [("end", end)]
+    return {"stages_s": {name: later - at for (name, at), (_, later) in zip(marks, marks[1:])},
+            "iterations": sink.iterations}
 
 
 def measure(task, n, counts, budget, min_rounds):
@@ -84,9 +129,14 @@ def measure(task, n, counts, budget, min_rounds):
     t = S.interleaved({c: contestant(task, X, c, out) for c in counts}, budget=budget,
                       min_rounds=min_rounds, max_rounds=5)
     base = S.ratio(t[counts[0]]["time_s"], 1.0 / counts[0])
-    return [{"task": task, "n": n, "d": D, "threads": c, "time_s": t[c]["time_s"],
+    rows = [{"task": task, "n": n, "d": D, "threads": c, "time_s": t[c]["time_s"],
              "rounds": t[c]["rounds"], "speedup": S.ratio(base, t[c]["time_s"]),
              "error": t[c].get("error")} for c in counts]
+    if task == "kpca":
+        for row in rows:
+            if row["error"] is None:
+                row.update(stage_split(task, X, row["threads"]))
+    return rows
 
 
 def missed(doc):
@@ -144,8 +194,9 @@ def main(argv=None):
             result = measure(task, n, counts, budget, min_rounds=2)
         rows += result
         for r in result:
+            split = "".join(f"  {name} {S.fmt_time(v)}" for name, v in r.get("stages_s", {}).items())
             S.say(f"  {task:7s} N={n:<6d} {r['threads']:>3d} threads "
-                  f"{S.fmt_time(r['time_s']):>9s}  {S.fmt_ratio(r['speedup'])}")
+                  f"{S.fmt_time(r['time_s']):>9s}  {S.fmt_ratio(r['speedup'])}{split}")
     elapsed = time.monotonic() - start
     S.say("\nspeed-up over 1 thread:")
     S.say(S.table(rows, [

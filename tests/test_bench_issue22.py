@@ -89,6 +89,18 @@ def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
             assert r["ratio"] == pytest.approx(r["sklearn_s"] / r["fastkern_s"])
 
 
+def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
+    rows = json.loads(saved("bench_threads.py")[0].read_text())["results"]
+    kpca = [r for r in rows if r["task"] == "kpca"]
+    assert kpca and all(r["error"] is None for r in kpca)
+    for r in kpca:
+        stages = r["stages_s"]
+        assert list(stages)[:2] == ["validation", "kernel matrix"], stages
+        assert any(name.startswith("eigensolver (") for name in stages), stages
+        assert all(v >= 0 for v in stages.values()) and r["iterations"] >= 1
+    assert all("stages_s" not in r for r in rows if r["task"] != "kpca")
+
+
 def test_busy_leaves_no_competitor_running(tmp_path):
     import psutil
 
@@ -134,6 +146,7 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
                     "A busy machine", "Parallel grid searches"):
         assert heading in rst, heading
     assert "smoke run" in rst  # --quick documents are labelled as such
+    assert "stages of one more fit" in rst and "kernel matrix" in rst  # bench_threads' split
     names = {p.name for p in (tmp_path / "out").glob("*.png")}
     for stem in ("time_vs_n", "threads", "sizes", "busy", "gridsearch"):
         assert any(n.startswith(stem) for n in names), (stem, names)

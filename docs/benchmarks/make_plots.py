@@ -394,9 +394,16 @@ def section_threads(doc, out_dir, h):
     lines = [f"``{doc['command']}``: each thread count with BLAS held to the same count; "
              "the speed-up is the 1-thread time over the T-thread time.", ""]
     lines += _figure(name, "speed-up against the number of threads")
+    head = ("task", "N", "threads", "time", "speed-up")
     rows = [(SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}", r["threads"],
              _time(r["time_s"]), fmt_ratio(r["speedup"])) for r in results]
-    lines += _list_table(("task", "N", "threads", "time", "speed-up"), rows)
+    if any(r.get("stages_s") for r in results):
+        # KernelPCA's extra fit per thread count, stage by stage.
+        head += ("stages of one more fit",)
+        rows = [row + ("; ".join(f"{name} {_time(v)}" for name, v in r["stages_s"].items())
+                       + f" ({r['iterations']} iterations)" if r.get("stages_s") else "-",)
+                for row, r in zip(rows, results)]
+    lines += _list_table(head, rows)
     return lines + _notes(doc)
 
 
