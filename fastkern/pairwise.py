@@ -191,11 +191,11 @@ def tile_path(kind, n_features, dtype=np.float64, n_rows=None, square=False):
         return "direct"
     if kind not in _DISTANCE_KINDS:
         return "blas"
-    few_rows = n_rows is not None and n_rows < DOT_MIN_ROWS
-    if square and n_features > DIRECT_MAX_FEATURES:
-        few_rows = False
-    elif square and few_rows:
-        few_rows = n_rows < SQUARE_DOT_MIN_ROWS
+    if square:
+        min_rows = 0 if n_features > DIRECT_MAX_FEATURES else SQUARE_DOT_MIN_ROWS
+    else:
+        min_rows = DOT_MIN_ROWS
+    few_rows = n_rows is not None and n_rows < min_rows
     if n_features <= DIRECT_MAX_FEATURES and (dtype == np.float32 or few_rows):
         return "direct"
     if n_features < DOT_MIN_FEATURES:
