@@ -387,7 +387,7 @@ def section_threads(doc, out_dir, h):
     if not by:
         return ["No thread-scaling results are in the saved document.", ""]
     name = f"{kind}_scripts_{h}.png"
-    # A task timed at one thread count (the converged matrix-free fit) is in the table alone.
+    # A task timed at one thread count (--threads with one count) has no curve: the table has it.
     plot_threads([(f"{SCRIPT_TASKS.get(task, task)}, N={n:,}", sorted(pts))
                   for (task, n), pts in sorted(by.items()) if len(pts) >= 2],
                  out_dir / name, "fastkern: speed-up against threads")
