@@ -680,8 +680,9 @@ def choose(est, X, k):
     precomputed, cosine or sparse X); otherwise the measured choice
     (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
     from 2000 samples, "thick_restart_lanczos" for k < 10 from 190 samples up
-    to there ("arpack" where its products would run on more than one
-    thread), "arpack" for 10 <= k <= n / 50 above 200, else "dense".
+    to there ("arpack" where its products would run on more than
+    ``ARPACK_SYMV_MAX_THREADS`` BLAS threads: _one_thread_products), "arpack"
+    for 10 <= k <= n / 50 above 200, else "dense".
     """
     n = X.shape[0]
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
