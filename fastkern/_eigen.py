@@ -29,8 +29,8 @@ from fastkern import _centering, _inchol, _lanczos
 from fastkern._threads import blas_limit, interruptible, scipy_blas_serial
 from fastkern._validation import check_int, check_n_threads
 
-__all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "lanczos_eigsh",
-           "one_triangle_product", "randomized_eigsh", "top_eigh"]
+__all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "lanczos_basis_size",
+           "lanczos_eigsh", "one_triangle_product", "randomized_eigsh", "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -231,8 +231,13 @@ _TRIDIAGONAL_CHECK_US = 10
 _LANCZOS_CALL_MADDS = 5e7
 
 
+def lanczos_basis_size(n, k):
+    """The basis lanczos_eigsh keeps for k pairs of an n x n matrix (ncv=None)."""
+    return min(n, max(2 * k + 1, k + LANCZOS_EXTRA_VECTORS))
+
+
 def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_state=None,
-                  callback=None):
+                  callback=None, centred=False):
     """The k largest eigenpairs of the symmetric K, ascending, as scipy's eigsh(which="LA").
 
     K: a C-contiguous float32 or float64 n x n array of which only the lower
@@ -246,6 +251,10 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     residual estimate |beta_j y_j| <= tol * max(eps^(2/3), |theta|), tol=0
     meaning the dtype's machine epsilon.  v0: the start vector (None: drawn
     from random_state).  max_iter: restarts (None: 10 n, as ARPACK).
+    centred: the pairs of the double-centred H K H (H = I - 1 1^T / n)
+    instead, K itself unchanged: the basis is kept orthogonal to 1 (the
+    eigenvector of eigenvalue 0 that every centred Gram has), so it needs
+    ncv <= n - 2.
     callback(step, residual) after each convergence check, with the largest
     residual estimate relative to max(eps^(2/3), |theta|).  scipy's BLAS
     should be held to one thread: the products are its symv.
@@ -266,12 +275,14 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     floor = eps ** (2 / 3)
     if ncv is not None and not k < ncv <= n:
         raise ValueError(f"ncv must be in [k + 1, n], got {ncv} for k={k} and n={n}")
-    m = min(n, max(2 * k + 1, k + LANCZOS_EXTRA_VECTORS)) if ncv is None else ncv
+    m = lanczos_basis_size(n, k) if ncv is None else ncv
+    if centred and m > n - 2:
+        raise ValueError(f"centred=True needs ncv <= n - 2, got ncv={m} for n={n}")
     max_iter = 10 * n if max_iter is None else max_iter
     rng = check_random_state(random_state)
     V = np.empty((m + 1, n), dtype)
     H = np.zeros((m, m + 1), dtype)
-    scratch = np.empty(m, dtype)
+    scratch = np.empty(max(m, n) if centred else m, dtype)
     norm = np.zeros(1, dtype)
     # A new vector shorter than this times ||K|| is the rounding of the
     # product (about sqrt(n) eps ||K||): an invariant subspace.  Otherwise the
@@ -279,6 +290,11 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     # ARPACK's test, which asks eps^(5/3) of a zero eigenvalue.
     breakdown = math.sqrt(n) * eps
     v = rng.uniform(-1, 1, n) if v0 is None else np.asarray(v0, dtype=np.float64)
+    if centred:
+        v = v - v.mean()
+        if not np.linalg.norm(v) > 0:
+            raise ValueError("v0 must not be constant with centred=True (1 is the centred "
+                             "matrix's null vector)")
     if not np.linalg.norm(v) > 0:
         raise ValueError("v0 must be a nonzero vector")
     V[0] = v / np.linalg.norm(v)
@@ -296,7 +312,7 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     while True:
         while j < stop:
             end = min(stop, j + per_call)
-            reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm)
+            reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm, centred)
             if reached == end:
                 j = end
                 continue
@@ -308,7 +324,7 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             H[reached, reached + 1] = 0
             j = reached + 1
             if j < n:
-                V[j] = _orthogonal_direction(V[:j], rng)
+                V[j] = _orthogonal_direction(V[:j], rng, centred)
         # Until the first restart the projected matrix is the Lanczos
         # tridiagonal (the rest of H's lower triangle is rounding).
         theta, Y = _top_pairs(H, j, k, tridiagonal=not restarts)
@@ -374,9 +390,12 @@ def _top_pairs(H, j, l, tridiagonal=False):
     return w[j - l:], Z[:, j - l:]
 
 
-def _orthogonal_direction(B, rng):
-    """A random unit vector orthogonal to B's (orthonormal) rows, twice projected."""
+def _orthogonal_direction(B, rng, centred=False):
+    """A random unit vector orthogonal to B's (orthonormal) rows, twice projected
+    (centred: and to 1, the rows being so)."""
     w = rng.uniform(-1, 1, B.shape[1])
+    if centred:
+        w -= w.mean()
     for _ in range(2):
         w -= B.T @ (B @ w)
     return w / np.linalg.norm(w)

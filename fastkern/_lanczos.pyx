@@ -10,6 +10,11 @@ beta_j after it: after a thick restart, the coupling of the kept Ritz vectors
 to the next vector is in h_j too, so H's lower triangle is the projected
 matrix whatever the restarts.
 
+With ``centred`` the operator is the double-centred H K H (H = I - 1 1^T / n)
+of a symmetric K, never formed: each product is K (v - mean(v)) less the
+mean of the result, O(n) beyond the symv, where centring K itself takes two
+passes over it (a quarter of a fit at 1000 rows).
+
 The products are scipy's BLAS (symv and gemv); the caller holds scipy's BLAS to
 one thread.  One step is a few microseconds at a few hundred rows, where a
 Python-level iteration (scipy's ARPACK calls back into Python each step) costs
@@ -40,21 +45,43 @@ cdef void _project_out(int n, int j, floating* V, floating* w, floating* h) noex
         sgemv(&notrans, &n, &j, &minus, V, &n, h, &one, &alpha, w, &one)
 
 
+cdef void _remove_mean(int n, const floating* x, floating* out) noexcept nogil:
+    """out = x - mean(x) (out may be x), the mean summed in index order."""
+    cdef double total = 0
+    cdef floating mean
+    cdef int i
+    for i in range(n):
+        total += x[i]
+    mean = <floating>(total / n)
+    for i in range(n):
+        out[i] = x[i] - mean
+
+
 cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, floating* h2,
-                        int start, int stop, floating breakdown, floating* norm) noexcept nogil:
+                        floating* u, int start, int stop, floating breakdown,
+                        floating* norm) noexcept nogil:
     cdef int one = 1, j, i
     cdef floating alpha = 1, zero = 0, beta, scale
     cdef floating* w
     cdef floating* h
+    cdef floating* x
     cdef char upper = b"U"
     for j in range(start, stop):
         # K is C-ordered: BLAS reads it as K^T, whose upper triangle is K's lower one.
         w = V + <Py_ssize_t>(j + 1) * n
         h = H + <Py_ssize_t>j * ldh
+        x = V + <Py_ssize_t>j * n
+        if u != NULL:
+            # The basis is orthogonal to 1 to rounding; H on both sides keeps
+            # K's large mean out of the product even so.
+            _remove_mean(n, x, u)
+            x = u
         if floating is double:
-            dsymv(&upper, &n, &alpha, K, &n, V + <Py_ssize_t>j * n, &one, &zero, w, &one)
+            dsymv(&upper, &n, &alpha, K, &n, x, &one, &zero, w, &one)
         else:
-            ssymv(&upper, &n, &alpha, K, &n, V + <Py_ssize_t>j * n, &one, &zero, w, &one)
+            ssymv(&upper, &n, &alpha, K, &n, x, &one, &zero, w, &one)
+        if u != NULL:
+            _remove_mean(n, w, w)
         scale = _nrm2(n, w)
         if scale > norm[0]:
             norm[0] = scale
@@ -79,7 +106,7 @@ cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, f
 
 def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
            floating[::1] scratch, Py_ssize_t start, Py_ssize_t stop, double breakdown,
-           floating[::1] norm):
+           floating[::1] norm, bint centred=False):
     """Lanczos steps start..stop-1 (see the module docstring); the step it stopped at.
 
     K: n x n, its lower triangle read.  V: at least stop + 1 rows of n, the
@@ -87,20 +114,25 @@ def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
     at least stop entries.  norm[0]: an estimate of ||K|| from below, raised
     to every ||K v_j||.  Returns stop, or the step j whose K v_j had a
     component outside the basis of at most breakdown * norm[0]: V[j + 1] is
-    then not set and H[j, j + 1] holds that tiny norm.
+    then not set and H[j, j + 1] holds that tiny norm.  centred: the
+    operator is H K H (see the module docstring), scratch then at least
+    max(stop, n) entries.
     """
     cdef int n = K.shape[0]
     if K.shape[1] != n or V.shape[1] != n:
         raise ValueError("K must be square and V's rows as long as K's")
     if not 0 <= start <= stop or V.shape[0] < stop + 1 or H.shape[0] < stop \
-            or H.shape[1] < stop + 1 or scratch.shape[0] < stop or norm.shape[0] < 1:
+            or H.shape[1] < stop + 1 or scratch.shape[0] < stop or norm.shape[0] < 1 \
+            or (centred and scratch.shape[0] < n):
         raise ValueError(f"steps {start}..{stop} do not fit V {V.shape[0]} x {V.shape[1]}, "
                          f"H {H.shape[0]} x {H.shape[1]} and {scratch.shape[0]} entries of scratch")
     if n == 0 or start == stop:
         return stop
     cdef Py_ssize_t reached
+    # h2 (stop entries) and u (n) share scratch: h2 is used after the product.
+    cdef floating* u = &scratch[0] if centred else NULL
     with nogil:
         # BLAS declares no const: symv only reads K.
         reached = _expand(n, <floating*>&K[0, 0], &V[0, 0], &H[0, 0], <int>H.shape[1], &scratch[0],
-                          <int>start, <int>stop, <floating>breakdown, &norm[0])
+                          u, <int>start, <int>stop, <floating>breakdown, &norm[0])
     return reached

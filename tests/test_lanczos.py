@@ -171,10 +171,63 @@ def test_same_bits_for_the_same_start():
     (dict(k=3, ncv=3), r"ncv must be in \[k \+ 1, n\]"),
     (dict(k=3, ncv=41), r"ncv must be in \[k \+ 1, n\]"),
     (dict(k=3, v0=np.zeros(40)), "v0 must be a nonzero vector"),
+    (dict(k=3, ncv=39, centred=True), r"centred=True needs ncv <= n - 2"),
+    # A constant start vector has no component outside the direction of 1.
+    (dict(k=3, ncv=10, v0=np.ones(40), centred=True),
+     "v0 must not be constant with centred=True"),
 ])
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         lanczos_eigsh(np.eye(40), **kwargs)
+
+
+def _double_centred(K):
+    return K - K.mean(0) - K.mean(1)[:, None] + K.mean()
+
+
+def _rbf(n, d, gamma, seed=0):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    return fastkern.rbf_kernel(X, gamma=gamma)
+
+
+# Symmetric matrices whose double-centred form is wanted: each adds to K a
+# part the centring removes (a constant, c 1 x^T + x c^T) or has a top
+# cluster, a null space or a tiny scale.
+_UNCENTRED = {
+    "rbf-steep": lambda: _rbf(300, 8, 1 / 8),
+    "rbf-flat": lambda: _rbf(333, 16, 0.5),
+    "near-identity": lambda: _rbf(257, 64, 0.5),
+    "identity": lambda: np.eye(150),
+    "offset": lambda: _rbf(211, 8, 1 / 8) + 1e3,
+    "row-offsets": lambda: (lambda K, c: K + c[:, None] + c[None, :])(
+        _rbf(240, 8, 1 / 8), 1e2 * np.random.default_rng(7).standard_normal(240)),
+    "repeated": lambda: _spectrum_matrix(np.r_[[5.0] * 4, [3.0] * 3,
+                                               np.linspace(1, 0, 243) ** 3], seed=2) + 1.0,
+    "tiny-scale": lambda: 1e-9 * _rbf(240, 8, 1 / 8),
+}
+
+
+@pytest.mark.parametrize("name", list(_UNCENTRED))
+@pytest.mark.parametrize("k", [1, 5])
+def test_centred_matches_lapack_on_the_centred_matrix(name, k):
+    K = _UNCENTRED[name]()
+    before = K.copy()
+    w, V, residuals = lanczos_eigsh(K, k, random_state=0, centred=True)
+    assert_array_equal(K, before)
+    A = _double_centred(K)
+    # Centring in the products rounds at K's scale, not the centred one's.
+    scale = np.abs(linalg.eigh(A, eigvals_only=True)).max()
+    tol = 1e-12 * max(1.0, np.abs(K).max() / scale)
+    _check_pairs(A, w, V, k, tol)
+    # The pairs of H K H that are not the direction of 1, its null vector.
+    assert np.abs(V.sum(axis=0)).max() <= 1e-10 * np.sqrt(K.shape[0])
+
+
+def test_centred_float32():
+    K = _rbf(300, 8, 1 / 8).astype(np.float32)
+    w, V, _ = lanczos_eigsh(K, 5, random_state=0, centred=True)
+    assert V.dtype == np.float32
+    _check_pairs(_double_centred(K.astype(np.float64)), w, V.astype(np.float64), 5, 1e-5)
 
 
 def test_callback_sees_the_estimates_fall_to_tol():
@@ -222,6 +275,29 @@ def test_kernel_pca_unconverged_without_max_iter_is_solved_by_lapack(monkeypatch
     dense = _kpca(X, eigen_solver="dense").fit(X)
     np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-12)
     np.testing.assert_allclose(est.eigenvectors_, dense.eigenvectors_, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel, params, offset", [
+    ("rbf", dict(gamma=0.2), 0.0), ("linear", {}, 1e3), ("poly", dict(degree=2), 3.0)])
+def test_kernel_pca_centres_in_the_products(kernel, params, offset):
+    # A Gram computed here is centred in each product (lanczos_eigsh's
+    # centred): the fitted means, the pairs and new points' projections are
+    # those of the Gram centred first.
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 6)) + offset
+    est = fastkern.KernelPCA(5, kernel=kernel, eigen_solver="thick_restart_lanczos",
+                             random_state=0, **params).fit(X)
+    dense = fastkern.KernelPCA(5, kernel=kernel, eigen_solver="dense", **params).fit(X)
+    K = fastkern.pairwise_kernels(X, metric=kernel, **params)
+    centerer = fastkern.KernelCenterer().fit(K)
+    np.testing.assert_allclose(est._centerer.K_fit_rows_, centerer.K_fit_rows_,
+                               rtol=1e-13, atol=1e-13 * np.abs(K).max())
+    np.testing.assert_allclose(est._centerer.K_fit_all_, centerer.K_fit_all_, rtol=1e-13)
+    scale = np.abs(K).max() / dense.eigenvalues_[0]
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-11 * scale)
+    Z = rng.standard_normal((20, 6)) + offset
+    np.testing.assert_allclose(est.transform(Z), dense.transform(Z),
+                               atol=1e-9 * scale * np.abs(dense.transform(Z)).max())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
