@@ -300,6 +300,21 @@ def test_kernel_pca_centres_in_the_products(kernel, params, offset):
                                atol=1e-9 * scale * np.abs(dense.transform(Z)).max())
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+def test_kernel_pca_gram_that_centres_to_zero(kernel):
+    # Identical rows: K centred first is exactly 0, and products centred one
+    # by one leave only rounding, which must not pass for components.
+    X = np.full((150, 4), 3.0)
+    for remove_zero_eig in (True, False):
+        kw = dict(kernel=kernel, remove_zero_eig=remove_zero_eig)
+        est = fastkern.KernelPCA(5, eigen_solver="thick_restart_lanczos", random_state=0,
+                                 **kw).fit(X)
+        dense = fastkern.KernelPCA(5, eigen_solver="dense", **kw).fit(X)
+        assert_array_equal(est.eigenvalues_, dense.eigenvalues_)
+        assert est.eigenvalues_.size == (0 if remove_zero_eig else 5)
+        assert_array_equal(est.transform(X[:3]), np.zeros((3, est.eigenvalues_.size)))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n", [190, 257, 700])
 def test_kernel_pca_matches_dense(dtype, n):
