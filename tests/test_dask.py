@@ -450,7 +450,7 @@ def test_closed_client_raises_at_once(client, data):
 
 
 @pytest.mark.parametrize("lost", ["scheduler", "workers"])
-def test_lost_cluster_raises_within_the_deadline(data, lost):
+def test_lost_cluster_raises_within_the_deadline(data, lost, tornado_timer_timeouts_forgiven):
     import dask
 
     # A short connect timeout: closing the cluster after its scheduler died
