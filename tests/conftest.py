@@ -92,6 +92,13 @@ def _tornado_timer_timeout(record):
 
 
 @pytest.fixture
+def tornado_timer_timeout():
+    """The predicate of the reports tornado_timer_timeouts_forgiven drops (for
+    its own test: ``import conftest`` may find another directory's)."""
+    return _tornado_timer_timeout
+
+
+@pytest.fixture
 def tornado_timer_timeouts_forgiven():
     """For a test that loses a Dask cluster on purpose: drops the reports of
     ``_tornado_timer_timeout`` before no_asyncio_errors checks (this fixture is

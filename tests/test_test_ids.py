@@ -107,28 +107,28 @@ def test_ast_parse_survives_a_finaliser_that_parses():
         gc.set_threshold(*threshold)
 
 
-def test_only_tornado_timer_timeouts_are_forgiven():
+def test_only_tornado_timer_timeouts_are_forgiven(tornado_timer_timeout):
     """The lost-cluster test forgives one asyncio report, the future tornado's
     with_timeout fails at its deadline (never raised: no traceback); a raised
     TimeoutError, another message or another error still fail a test."""
     import logging
 
-    from conftest import _tornado_timer_timeout
+    forgiven = tornado_timer_timeout
 
     def record(exc):
         return logging.LogRecord("asyncio", logging.ERROR, __file__, 1,
                                  "Future exception was never retrieved", None,
                                  (type(exc), exc, exc.__traceback__))
 
-    assert _tornado_timer_timeout(record(TimeoutError("Timeout")))
+    assert forgiven(record(TimeoutError("Timeout")))
     try:
         raise TimeoutError("Timeout")
     except TimeoutError as exc:
         raised = exc
-    assert not _tornado_timer_timeout(record(raised))
-    assert not _tornado_timer_timeout(record(TimeoutError("No valid workers found")))
-    assert not _tornado_timer_timeout(record(TimeoutError()))
-    assert not _tornado_timer_timeout(record(RuntimeError("Timeout")))
+    assert not forgiven(record(raised))
+    assert not forgiven(record(TimeoutError("No valid workers found")))
+    assert not forgiven(record(TimeoutError()))
+    assert not forgiven(record(RuntimeError("Timeout")))
     plain = logging.LogRecord("asyncio", logging.ERROR, __file__, 1, "Task was destroyed "
                               "but it is pending!", None, None)
-    assert not _tornado_timer_timeout(plain)
+    assert not forgiven(plain)
