@@ -276,6 +276,12 @@ ARPACK_SYMV_MAX_THREADS = 2
 ARPACK_SYMV_ROWS = 680
 
 
+def _symmetric_gram(est):
+    """Whether the fit's Gram is symmetric: fastkern computed it.  A precomputed
+    kernel or a callable's may not be."""
+    return not est._precomputed and isinstance(est.kernel, (str, Kernel))
+
+
 def _one_thread_products(est, n):
     """Whether ARPACK's products would be one thread's symv (see Arpack.solve)."""
     return (blas_threads(check_n_threads(est.n_threads), n) <= ARPACK_SYMV_MAX_THREADS
@@ -300,12 +306,11 @@ class Arpack(_CentredInPlace):
         # which scipy_blas_serial holds to one thread.  On 2 threads gemv was
         # faster alone from 701 rows, and slower next to other libraries'
         # BLAS pools (performance_history, "Small and mid sizes"); on more
-        # threads it keeps them.  A precomputed kernel or a callable's may
-        # not be symmetric: all of it, as scikit-learn's ARPACK reads.
+        # threads it keeps them.  Otherwise all of it, as scikit-learn's
+        # ARPACK reads.
         n = K.shape[0]
         A = K
-        symmetric = not est._precomputed and isinstance(est.kernel, (str, Kernel))
-        if symmetric and k < n - 1 and _one_thread_products(est, n):
+        if _symmetric_gram(est) and k < n - 1 and _one_thread_products(est, n):
             # K's lower triangle, the upper one of its F-ordered K.T: the
             # triangle "dense" reads.
             A = one_triangle_product(K.T, lower=False)
@@ -321,13 +326,11 @@ class ThickRestartLanczos(_CentredInPlace):
 
     def eigenpairs(self, est, K, X, k, basis):
         n = K.shape[0]
-        # A float64 Gram computed here is symmetric: the solver centres each
-        # product instead of K (two passes over it, 12-16% of a fit at
-        # 1000-2000 rows), given a basis that leaves room for the direction
-        # of 1 (lanczos_eigsh's centred).  A precomputed kernel may not be
-        # symmetric, and float32 keeps the centring accumulated in float64.
-        if (est._precomputed or not isinstance(est.kernel, (str, Kernel))
-                or K.dtype != np.float64
+        # A symmetric float64 Gram: the solver centres each product instead
+        # of K (two passes over it, 12-16% of a fit at 1000-2000 rows), given
+        # a basis that leaves room for the direction of 1 (lanczos_eigsh's
+        # centred).  float32 keeps the centring accumulated in float64.
+        if (not _symmetric_gram(est) or K.dtype != np.float64
                 or lanczos_basis_size(n, k) > n - 2):
             return super().eigenpairs(est, K, X, k, basis)
         centerer = est._centerer
