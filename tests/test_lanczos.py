@@ -19,10 +19,17 @@ def _spectrum_matrix(eigenvalues, seed=0):
     return np.ascontiguousarray((Q * eigenvalues) @ Q.T)
 
 
-def _centred_rbf(n, d, gamma, seed=0):
+def _double_centred(K):
+    return K - K.mean(0) - K.mean(1)[:, None] + K.mean()
+
+
+def _rbf(n, d, gamma, seed=0):
     X = np.random.default_rng(seed).standard_normal((n, d))
-    K = fastkern.rbf_kernel(X, gamma=gamma)
-    return np.ascontiguousarray(K - K.mean(0) - K.mean(1)[:, None] + K.mean())
+    return fastkern.rbf_kernel(X, gamma=gamma)
+
+
+def _centred_rbf(n, d, gamma, seed=0):
+    return np.ascontiguousarray(_double_centred(_rbf(n, d, gamma, seed)))
 
 
 _SPECTRA = {
@@ -179,15 +186,6 @@ def test_same_bits_for_the_same_start():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         lanczos_eigsh(np.eye(40), **kwargs)
-
-
-def _double_centred(K):
-    return K - K.mean(0) - K.mean(1)[:, None] + K.mean()
-
-
-def _rbf(n, d, gamma, seed=0):
-    X = np.random.default_rng(seed).standard_normal((n, d))
-    return fastkern.rbf_kernel(X, gamma=gamma)
 
 
 # Symmetric matrices whose double-centred form is wanted: each adds to K a
