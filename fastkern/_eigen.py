@@ -238,13 +238,24 @@ _CHECK_SPACING = 2
 _LANCZOS_CALL_MADDS = 5e7
 
 
+# From this many rows lanczos_eigsh's float64 products are fastkern's own
+# (fk_symv.h), their row blocks shared by up to n_threads threads held in one
+# parallel region between checks (_lanczos.expand), with the same sums for
+# any count; below, BLAS's symv on one thread.  KernelPCA fit time with two
+# threads over BLAS's symv on one, side by side on 2 idle cores (RBF, d = 8
+# to 64, steep and flat): 1.06-1.17x at N = 500, 0.95x at 600 (one case of
+# four 1.5x), 0.76-0.89x at 700, 0.72-0.77x at 1000, 0.60-0.75x at 2000.  On
+# one thread fastkern's product took 1.00-1.05x BLAS's time.
+LANCZOS_THREADED_ROWS = 700
+
+
 def lanczos_basis_size(n, k):
     """The basis lanczos_eigsh keeps for k pairs of an n x n matrix (ncv=None)."""
     return min(n, max(2 * k + 1, k + LANCZOS_EXTRA_VECTORS))
 
 
 def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_state=None,
-                  callback=None, centred=False):
+                  callback=None, centred=False, n_threads=1):
     """The k largest eigenpairs of the symmetric K, ascending, as scipy's eigsh(which="LA").
 
     K: a C-contiguous float32 or float64 n x n array of which only the lower
@@ -264,7 +275,10 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     ncv <= n - 2.
     callback(step, residual) after each convergence check, with the largest
     residual estimate relative to max(eps^(2/3), |theta|).  scipy's BLAS
-    should be held to one thread: the products are its symv.
+    should be held to one thread: the products are its symv below
+    LANCZOS_THREADED_ROWS rows or in float32.  n_threads: the threads of the
+    float64 products from LANCZOS_THREADED_ROWS rows (at most
+    ``_lanczos.PRODUCT_BLOCKS``); the result is the same for any count.
 
     Returns (eigenvalues, eigenvectors, residuals): the residual estimates
     relative to max(eps^(2/3), |theta|), all <= tol unless max_iter restarts
@@ -286,11 +300,14 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     if centred and m > n - 2:
         raise ValueError(f"centred=True needs ncv <= n - 2, got ncv={m} for n={n}")
     max_iter = 10 * n if max_iter is None else max_iter
+    n_threads = min(check_n_threads(n_threads), _lanczos.PRODUCT_BLOCKS)
     rng = check_random_state(random_state)
     V = np.empty((m + 1, n), dtype)
     H = np.zeros((m, m + 1), dtype)
     scratch = np.empty(max(m, n) if centred else m, dtype)
     norm = np.zeros(1, dtype)
+    acc = (np.empty((_lanczos.PRODUCT_BLOCKS, n))
+           if dtype == np.float64 and n >= LANCZOS_THREADED_ROWS else None)
     # A new vector shorter than this times ||K|| is the rounding of the
     # product (about sqrt(n) eps ||K||): an invariant subspace.  Otherwise the
     # Ritz pairs of K's null space, coupled by rounding, would never pass
@@ -319,7 +336,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     while True:
         while j < stop:
             end = min(stop, j + per_call)
-            reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm, centred)
+            reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm, centred,
+                                      acc, n_threads)
             if reached == end:
                 j = end
                 continue

@@ -15,13 +15,45 @@ of a symmetric K, never formed: each product is K (v - mean(v)) less the
 mean of the result, O(n) beyond the symv, where centring K itself takes two
 passes over it (a quarter of a fit at 1000 rows).
 
-The products are scipy's BLAS (symv and gemv); the caller holds scipy's BLAS to
-one thread.  One step is a few microseconds at a few hundred rows, where a
-Python-level iteration (scipy's ARPACK calls back into Python each step) costs
-more than the product: this loop never returns to Python between checks.
+The products are scipy's BLAS symv, or where the caller passes ``acc``
+(float64), fastkern's own (``fk_symv.h``: K's triangle read once, in row
+blocks that threads share without changing the result).  The projections
+are BLAS's gemv.  The caller holds scipy's BLAS to one thread.  One step is a few microseconds at a few
+hundred rows, where a Python-level iteration (scipy's ARPACK calls back into
+Python each step) costs more than the product: this loop never returns to
+Python between checks.
 """
+from cython.parallel cimport parallel
+from libc.math cimport sqrt
+from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv, dnrm2, dscal, dsymv, sgemv, snrm2, sscal, ssymv
 from cython cimport floating
+
+from fastkern._centering import FAST_LEVEL
+
+
+from fastkern._openmp cimport omp_get_num_threads, omp_get_thread_num
+
+
+cdef extern from "fk_symv.h" nogil:
+    void fk_symv_rows(const double *K, Py_ssize_t ldk, Py_ssize_t r0, Py_ssize_t r1,
+                      const double *v, double *acc, int fast)
+
+
+cdef extern from "fk_spin.h" nogil:
+    ctypedef long fk_spin_int
+    void fk_spin_barrier(fk_spin_int *count, fk_spin_int *sense, int nthreads,
+                         fk_spin_int *local)
+
+
+cdef enum:
+    # Row blocks of the symmetric product, each with its accumulator: fixed,
+    # so that the result does not depend on the thread count.
+    SYMV_BLOCKS = 4
+
+#: Accumulator rows ``expand`` needs for K's symmetric product in float64.
+PRODUCT_BLOCKS = SYMV_BLOCKS
+cdef int _FAST = FAST_LEVEL >= 1
 
 
 cdef floating _nrm2(int n, floating* x) noexcept nogil:
@@ -45,6 +77,31 @@ cdef void _project_out(int n, int j, floating* V, floating* w, floating* h) noex
         sgemv(&notrans, &n, &j, &minus, V, &n, h, &one, &alpha, w, &one)
 
 
+cdef Py_ssize_t _block_start(Py_ssize_t n, int b) noexcept nogil:
+    """The first row of block b of K's lower triangle: the blocks have equal area."""
+    if b >= SYMV_BLOCKS:
+        return n
+    return <Py_ssize_t>(n * sqrt(<double>b / SYMV_BLOCKS))
+
+
+cdef void _symv_block(Py_ssize_t n, const double* K, const double* x, double* acc,
+                      int b) noexcept nogil:
+    """Row block b's share of K x, from K's lower triangle, into acc's row b."""
+    memset(acc + b * n, 0, n * sizeof(double))
+    fk_symv_rows(K, n, _block_start(n, b), _block_start(n, b + 1), x, acc + b * n, _FAST)
+
+
+cdef void _sum_blocks(Py_ssize_t n, const double* acc, double* y) noexcept nogil:
+    """y = the sum of acc's SYMV_BLOCKS rows, in block order."""
+    cdef int b
+    cdef Py_ssize_t i
+    for i in range(n):
+        y[i] = acc[i]
+    for b in range(1, SYMV_BLOCKS):
+        for i in range(n):
+            y[i] += acc[b * n + i]
+
+
 cdef void _remove_mean(int n, const floating* x, floating* out) noexcept nogil:
     """out = x - mean(x) (out may be x), the mean summed in index order."""
     cdef double total = 0
@@ -57,56 +114,127 @@ cdef void _remove_mean(int n, const floating* x, floating* out) noexcept nogil:
         out[i] = x[i] - mean
 
 
+cdef floating* _operand(int n, floating* V, floating* u, int j) noexcept nogil:
+    """The vector step j multiplies by K: v_j, or with centring (u) v_j less its mean, in u."""
+    if u == NULL:
+        return V + <Py_ssize_t>j * n
+    # The basis is orthogonal to 1 to rounding; H on both sides keeps K's
+    # large mean out of the product even so.
+    _remove_mean(n, V + <Py_ssize_t>j * n, u)
+    return u
+
+
+cdef bint _finish(int n, floating* V, floating* H, int ldh, floating* h2, bint centred, int j,
+                  floating breakdown, floating* norm) noexcept nogil:
+    """Step j after its product w = K v_j went into V[j + 1]: w centred (with
+    centring), projected out of the basis, normalised.  True where K v_j lay
+    in the basis (then w is left unscaled)."""
+    cdef int one = 1, i
+    cdef floating beta, scale
+    cdef floating* w = V + <Py_ssize_t>(j + 1) * n
+    cdef floating* h = H + <Py_ssize_t>j * ldh
+    if centred:
+        _remove_mean(n, w, w)
+    scale = _nrm2(n, w)
+    if scale > norm[0]:
+        norm[0] = scale
+    _project_out(n, j + 1, V, w, h)
+    _project_out(n, j + 1, V, w, h2)
+    for i in range(j + 1):
+        h[i] += h2[i]
+    beta = _nrm2(n, w)
+    h[j + 1] = beta
+    # K v_j lies in the span of the basis to the rounding of a product with K
+    # (of K's null space, K v_j is that rounding alone): an invariant
+    # subspace, which the caller leaves with a new direction.
+    if beta <= breakdown * norm[0]:
+        return True
+    scale = 1 / beta
+    if floating is double:
+        dscal(&n, &scale, w, &one)
+    else:
+        sscal(&n, &scale, w, &one)
+    return False
+
+
 cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, floating* h2,
                         floating* u, int start, int stop, floating breakdown,
-                        floating* norm) noexcept nogil:
-    cdef int one = 1, j, i
-    cdef floating alpha = 1, zero = 0, beta, scale
+                        floating* norm, double* acc) noexcept nogil:
+    """Steps start..stop-1 on this thread; the step it stopped at (see expand)."""
+    cdef int one = 1, j, b
+    cdef floating alpha = 1, zero = 0
     cdef floating* w
-    cdef floating* h
     cdef floating* x
     cdef char upper = b"U"
     for j in range(start, stop):
-        # K is C-ordered: BLAS reads it as K^T, whose upper triangle is K's lower one.
         w = V + <Py_ssize_t>(j + 1) * n
-        h = H + <Py_ssize_t>j * ldh
-        x = V + <Py_ssize_t>j * n
-        if u != NULL:
-            # The basis is orthogonal to 1 to rounding; H on both sides keeps
-            # K's large mean out of the product even so.
-            _remove_mean(n, x, u)
-            x = u
-        if floating is double:
+        x = _operand(n, V, u, j)
+        if floating is double and acc != NULL:
+            for b in range(SYMV_BLOCKS):
+                _symv_block(n, K, x, acc, b)
+            _sum_blocks(n, acc, w)
+        elif floating is double:
+            # K is C-ordered: BLAS reads it as K^T, whose upper triangle is K's lower one.
             dsymv(&upper, &n, &alpha, K, &n, x, &one, &zero, w, &one)
         else:
             ssymv(&upper, &n, &alpha, K, &n, x, &one, &zero, w, &one)
-        if u != NULL:
-            _remove_mean(n, w, w)
-        scale = _nrm2(n, w)
-        if scale > norm[0]:
-            norm[0] = scale
-        _project_out(n, j + 1, V, w, h)
-        _project_out(n, j + 1, V, w, h2)
-        for i in range(j + 1):
-            h[i] += h2[i]
-        beta = _nrm2(n, w)
-        h[j + 1] = beta
-        # K v_j lies in the span of the basis to the rounding of a product
-        # with K (of K's null space, K v_j is that rounding alone): an
-        # invariant subspace, which the caller leaves with a new direction.
-        if beta <= breakdown * norm[0]:
+        if _finish(n, V, H, ldh, h2, u != NULL, j, breakdown, norm):
             return j
-        scale = 1 / beta
-        if floating is double:
-            dscal(&n, &scale, w, &one)
-        else:
-            sscal(&n, &scale, w, &one)
     return stop
+
+
+cdef Py_ssize_t _expand_threaded(int n, double* K, double* V, double* H, int ldh, double* h2,
+                                 double* u, int start, int stop, double breakdown, double* norm,
+                                 double* acc, int n_threads) noexcept nogil:
+    """_expand's steps with the row blocks of each product shared by n_threads
+    threads, held in one parallel region: the first thread does the rest of
+    each step while the others wait at a spinning barrier (fk_spin.h)."""
+    cdef fk_spin_int sync[2]
+    cdef Py_ssize_t result[1]
+    cdef int stopped_at[1]
+    cdef fk_spin_int local
+    # Each thread's own (Cython copies them in: set, so that none is read unset).
+    cdef int tid = 0, nt = 1, j = start, b = 0, stopped = 0
+    cdef double* x = NULL
+    local = 0
+    sync[0] = 0
+    sync[1] = 0
+    result[0] = stop
+    stopped_at[0] = 0
+    with parallel(num_threads=n_threads):
+        tid = omp_get_thread_num()
+        nt = omp_get_num_threads()
+        local = 0
+        j = start
+        stopped = 0
+        if tid == 0:
+            _operand(n, V, u, j)
+        fk_spin_barrier(&sync[0], &sync[1], nt, &local)
+        while not stopped:
+            x = u if u != NULL else V + <Py_ssize_t>j * n
+            b = tid
+            while b < SYMV_BLOCKS:
+                _symv_block(n, K, x, acc, b)
+                b = b + nt
+            fk_spin_barrier(&sync[0], &sync[1], nt, &local)
+            if tid == 0:
+                _sum_blocks(n, acc, V + <Py_ssize_t>(j + 1) * n)
+                if _finish(n, V, H, ldh, h2, u != NULL, j, breakdown, norm):
+                    result[0] = j
+                    stopped_at[0] = 1
+                elif j + 1 == stop:
+                    stopped_at[0] = 1
+                else:
+                    _operand(n, V, u, j + 1)
+            fk_spin_barrier(&sync[0], &sync[1], nt, &local)
+            stopped = stopped_at[0]
+            j = j + 1
+    return result[0]
 
 
 def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
            floating[::1] scratch, Py_ssize_t start, Py_ssize_t stop, double breakdown,
-           floating[::1] norm, bint centred=False):
+           floating[::1] norm, bint centred=False, double[:, ::1] acc=None, int n_threads=1):
     """Lanczos steps start..stop-1 (see the module docstring); the step it stopped at.
 
     K: n x n, its lower triangle read.  V: at least stop + 1 rows of n, the
@@ -116,7 +244,10 @@ def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
     component outside the basis of at most breakdown * norm[0]: V[j + 1] is
     then not set and H[j, j + 1] holds that tiny norm.  centred: the
     operator is H K H (see the module docstring), scratch then at least
-    max(stop, n) entries.
+    max(stop, n) entries.  acc: None (the products are BLAS's symv), or for a
+    float64 K, PRODUCT_BLOCKS x n of scratch for fastkern's products
+    (fk_symv.h), which run on up to n_threads threads (one per row block)
+    with the same result for any count.
     """
     cdef int n = K.shape[0]
     if K.shape[1] != n or V.shape[1] != n:
@@ -126,13 +257,26 @@ def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
             or (centred and scratch.shape[0] < n):
         raise ValueError(f"steps {start}..{stop} do not fit V {V.shape[0]} x {V.shape[1]}, "
                          f"H {H.shape[0]} x {H.shape[1]} and {scratch.shape[0]} entries of scratch")
+    if acc is not None and (floating is not double or acc.shape[0] != SYMV_BLOCKS
+                            or acc.shape[1] != n):
+        raise ValueError(f"acc must be None or, for a float64 K, of shape ({SYMV_BLOCKS}, {n})")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     if n == 0 or start == stop:
         return stop
+    cdef double* acc_p = &acc[0, 0] if acc is not None else NULL
     cdef Py_ssize_t reached
     # h2 (stop entries) and u (n) share scratch: h2 is used after the product.
     cdef floating* u = &scratch[0] if centred else NULL
     with nogil:
         # BLAS declares no const: symv only reads K.
-        reached = _expand(n, <floating*>&K[0, 0], &V[0, 0], &H[0, 0], <int>H.shape[1], &scratch[0],
-                          u, <int>start, <int>stop, <floating>breakdown, &norm[0])
+        if floating is double and acc_p != NULL and n_threads > 1:
+            reached = _expand_threaded(n, <double*>&K[0, 0], &V[0, 0], &H[0, 0],
+                                       <int>H.shape[1], &scratch[0], u, <int>start, <int>stop,
+                                       breakdown, &norm[0], acc_p,
+                                       min(n_threads, <int>SYMV_BLOCKS))
+        else:
+            reached = _expand(n, <floating*>&K[0, 0], &V[0, 0], &H[0, 0], <int>H.shape[1],
+                              &scratch[0], u, <int>start, <int>stop, <floating>breakdown,
+                              &norm[0], acc_p)
     return reached

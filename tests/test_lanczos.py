@@ -9,7 +9,7 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 import fastkern
-from fastkern import _eigen, _kpca_solvers
+from fastkern import _eigen, _kpca_solvers, _lanczos
 from fastkern._eigen import lanczos_eigsh
 
 
@@ -235,6 +235,87 @@ def test_callback_sees_the_estimates_fall_to_tol():
     steps = [s for s, _ in seen]
     assert steps == sorted(steps) and seen[-1][1] <= np.finfo(float).eps
     assert all(r > np.finfo(float).eps for _, r in seen[:-1])
+
+
+# ------------------------------------------- fastkern's own products (fk_symv.h)
+
+
+def _one_step(K, x, acc, n_threads, centred=False):
+    """K x (centred: H K H x) from one step of expand: h_0 v_0 + beta_0 v_1."""
+    n = K.shape[0]
+    V = np.zeros((2, n))
+    V[0] = x / np.linalg.norm(x)
+    H = np.zeros((1, 2))
+    _lanczos.expand(K, V, H, np.empty(n), 0, 1, 0.0, np.zeros(1), centred, acc, n_threads)
+    return np.linalg.norm(x) * (H[0, 0] * V[0] + H[0, 1] * V[1])
+
+
+# Sizes across the row blocks' edges (4 blocks of equal area), the 4-row
+# groups and the 4-column vectors, from one row.
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31, 64, 101, 257, 700])
+def test_product_reads_the_lower_triangle_in_blocks(n):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    K = np.tril(A) + np.tril(A, -1).T
+    # The upper triangle is never read: NaN there would spread.
+    B = K + np.triu(np.full((n, n), np.nan), 1)
+    x = rng.standard_normal(n)
+    acc = np.empty((_lanczos.PRODUCT_BLOCKS, n))
+    expected = K @ x
+    runs = [_one_step(B, x, acc, t) for t in (1, 2, 3, 4, 8)]
+    scale = np.abs(K).sum(axis=1).max() * np.abs(x).max()
+    np.testing.assert_allclose(runs[0], expected, rtol=0, atol=1e-13 * scale)
+    for run in runs[1:]:
+        assert_array_equal(run, runs[0])
+
+
+def test_product_on_the_centred_matrix():
+    K = _rbf(333, 8, 1 / 8) + 1e3
+    x = np.random.default_rng(1).standard_normal(333)
+    x -= x.mean()
+    acc = np.empty((_lanczos.PRODUCT_BLOCKS, 333))
+    got = _one_step(K, x, acc, 2, centred=True)
+    np.testing.assert_allclose(got, _double_centred(K) @ x, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("acc, dtype, n_threads, match", [
+    (np.empty((_lanczos.PRODUCT_BLOCKS, 9)), np.float64, 1, r"acc must be None or.*\(4, 10\)"),
+    (np.empty((_lanczos.PRODUCT_BLOCKS + 1, 10)), np.float64, 1, r"acc must be None"),
+    (np.empty((_lanczos.PRODUCT_BLOCKS, 10)), np.float32, 1, r"acc must be None"),
+    (None, np.float64, 0, "n_threads must be at least 1"),
+])
+def test_product_bad_arguments(acc, dtype, n_threads, match):
+    K = np.eye(10, dtype=dtype)
+    V = np.zeros((2, 10), dtype)
+    V[0, 0] = 1
+    with pytest.raises((ValueError, TypeError), match=match):
+        _lanczos.expand(K, V, np.zeros((1, 2), dtype), np.empty(10, dtype), 0, 1, 0.0,
+                        np.zeros(1, dtype), False, acc, n_threads)
+
+
+@pytest.mark.parametrize("name", list(_SPECTRA))
+def test_threaded_products_match_lapack_with_the_same_bits(monkeypatch, name):
+    # From LANCZOS_THREADED_ROWS rows (here every size) the products are
+    # fastkern's own, their blocks shared by the threads.
+    monkeypatch.setattr(_eigen, "LANCZOS_THREADED_ROWS", 0)
+    A = _SPECTRA[name]()
+    runs = [lanczos_eigsh(A, 5, random_state=0, n_threads=t) for t in (1, 2, 3, 8)]
+    assert runs[0][2].max() <= np.finfo(float).eps
+    _check_pairs(A, runs[0][0], runs[0][1], 5, 1e-12)
+    for run in runs[1:]:
+        assert_array_equal(run[0], runs[0][0])
+        assert_array_equal(run[1], runs[0][1])
+
+
+@pytest.mark.parametrize("name", list(_UNCENTRED))
+def test_threaded_products_centred(monkeypatch, name):
+    monkeypatch.setattr(_eigen, "LANCZOS_THREADED_ROWS", 0)
+    K = _UNCENTRED[name]()
+    runs = [lanczos_eigsh(K, 5, random_state=0, centred=True, n_threads=t) for t in (1, 2)]
+    A = _double_centred(K)
+    scale = np.abs(linalg.eigh(A, eigvals_only=True)).max()
+    _check_pairs(A, runs[0][0], runs[0][1], 5, 1e-12 * max(1.0, np.abs(K).max() / scale))
+    assert_array_equal(runs[1][1], runs[0][1])
 
 
 # ------------------------------------------------------------- through KernelPCA

@@ -46,7 +46,7 @@ def test_msvc_sees_no_gnu_syntax(header, tmp_path):
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     for name in ("math.h", "stdint.h", "string.h", "stddef.h", "stdio.h", "omp.h",
-                 "emmintrin.h", "xmmintrin.h"):
+                 "emmintrin.h", "xmmintrin.h", "intrin.h", "windows.h"):
         (stubs / name).write_text("")
     text = subprocess.run(
         [CC, "-E", "-P", "-undef", "-D_MSC_VER=1930", "-D_WIN64", "-D_M_X64", "-nostdinc",
