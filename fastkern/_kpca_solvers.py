@@ -59,14 +59,42 @@ _ITERATIVE_MIN_SAMPLES = 200
 # everywhere from 200.
 _ARPACK_MIN_SAMPLES = 190
 # ... and the block Krylov solver, for fewer than 10 components, from this
-# many samples.  Side by side on 2 idle threads (d = 8, 16, 64; steep and
-# flat RBF spectra), the Lanczos solver took 0.53-0.86x the block solver's
-# time at N = 1500 in five of six cases and 1.22x in the sixth (d = 64,
-# gamma 0.5, where the block solver's half Gram and 3 products win); at N =
-# 2000, 0.65-1.05x in five and 2.6x in the sixth; from 3000 the block
-# solver, on both threads, was the faster in 11 of 12 (performance_history,
-# "Small and mid sizes").
+# many samples where ARPACK would have been the choice (more than
+# ARPACK_SYMV_MAX_THREADS BLAS threads): the switch measured on 2 threads
+# before the Lanczos solver's products took threads (the block solver then
+# the faster in 11 of 12 spectra from 3000 samples); how the two compare on
+# more cores is not measured.
 _KRYLOV_MIN_SAMPLES = 2000
+# ... and from this many where the Lanczos solver would be.  Side by side on
+# 2 idle cores (RBF, d = 8, 16, 32, 64, gamma 1/d and 0.5), with the Lanczos
+# solver's products on both threads (lanczos_eigsh's LANCZOS_THREADED_ROWS),
+# the Lanczos solver's time over the block solver's: 0.39-0.73x at N = 2000
+# (seven spectra), 0.55-1.03x at 3000, 0.69-1.17x at 4000 (geometric mean
+# 0.88), 1.04-1.66x at 6000 and 1.10-1.77x at 8000 (four).  On one thread:
+# 0.57-0.97x at 2000, 0.73-1.27x at 3000 and 0.81-1.36x at 4000 (five
+# spectra; geometric means 0.80, 1.03, 1.12).  Both counts take the same
+# solver, so that the result does not depend on the thread count (the
+# Lanczos solver's products give the same sums on any).  Nearly diagonal
+# Grams go to the block solver from 2000 samples: see _NEAR_DIAGONAL.
+_LANCZOS_MAX_SAMPLES = 5000
+# A Gram whose off-diagonal entries sum, in absolute value, to less than this
+# fraction of its diagonal (over rows sampled evenly: _nearly_diagonal) is a
+# multiple of the identity to about that much where its diagonal is constant
+# (RBF): the top eigenvalues are one cluster, which the Lanczos solver
+# resolves to machine precision one vector per product, where the block
+# solver's first product of 11-15 vectors reaches "auto"'s tolerance.
+# Side by side at N = 2000 (RBF, d = 16 to 64, gamma from 1/d to 4), the
+# Lanczos solver over the block solver: 1.8-2.0x at 4e-16 to 1.4e-12, 0.45-0.79x
+# from 2.2e-11 up (d = 64, gamma 0.5: 6e-14 and 1.9x; gamma 0.4: 2.2e-11 and
+# 0.79x).  "auto" hands such a Gram to the block solver from
+# _NEAR_DIAGONAL_MIN_SAMPLES, where it chose that solver before the Lanczos
+# solver's products took threads.  Below it the Lanczos solver keeps it:
+# where the entries are subnormal (d = 64, gamma 4), the block solver took
+# 2.7x the Lanczos solver's time at 1250 rows.
+_NEAR_DIAGONAL = 5e-12
+_NEAR_DIAGONAL_MIN_SAMPLES = 2000
+# Rows _nearly_diagonal reads.
+_NEAR_DIAGONAL_ROWS = 32
 # Convergence target of "block_krylov" when "auto" picks it with tol=0: the
 # eigenvectors then agree with LAPACK's to ~1e-13 (subspace angle; at most
 # 1.2e-13 over 5 seeds at N=2000, against 1.4e-12 with 1e-12), as ARPACK's.
@@ -149,6 +177,10 @@ class _GramSolver(Solver):
     def gram(self, est, X):
         return full_gram(est, X)
 
+    def for_gram(self, est, K):
+        """The solver for the computed Gram K: this one, unless the Gram says otherwise."""
+        return self
+
     def fit(self, est, X, k):
         if est.fit_inverse_transform and sparse.issparse(X):
             raise NotImplementedError("Inverse transform not implemented for sparse matrices!")
@@ -164,8 +196,12 @@ class _GramSolver(Solver):
                              "kernel? check gamma)")
         # K was built here, C-contiguous and finite, so it is not scanned again.
         est._centerer = KernelCenterer(n_threads=est.n_threads)
-        report_stage(f"eigensolver ({self.name})")
-        eigenvalues, eigenvectors = self.eigenpairs(est, K, X, k, basis)
+        solver = self.for_gram(est, K)
+        if solver is not self:
+            est._fit_solver = solver.name
+            basis = solver.basis(K.shape[0], k)
+        report_stage(f"eigensolver ({solver.name})")
+        eigenvalues, eigenvectors = solver.eigenpairs(est, K, X, k, basis)
         est._store_eigenpairs(eigenvalues, eigenvectors, K.dtype)
 
         X_transformed = None
@@ -276,6 +312,17 @@ ARPACK_SYMV_MAX_THREADS = 2
 ARPACK_SYMV_ROWS = 680
 
 
+def _nearly_diagonal(K):
+    """Whether the off-diagonal entries of _NEAR_DIAGONAL_ROWS rows of K, evenly
+    spaced, sum in absolute value to less than _NEAR_DIAGONAL of the diagonal's."""
+    n = K.shape[0]
+    rows = np.unique(np.linspace(0, n - 1, _NEAR_DIAGONAL_ROWS).astype(np.intp))
+    sample = np.abs(K[rows])
+    diagonal = float(sample[np.arange(rows.size), rows].sum())
+    off = float(sample.sum()) - diagonal
+    return diagonal > 0 and off < _NEAR_DIAGONAL * diagonal
+
+
 def _symmetric_gram(est):
     """Whether the fit's Gram is symmetric: fastkern computed it.  A precomputed
     kernel or a callable's may not be."""
@@ -320,9 +367,17 @@ class Arpack(_CentredInPlace):
 
 class ThickRestartLanczos(_CentredInPlace):
     """fastkern's Lanczos solver (``fastkern._eigen.lanczos_eigsh``) on the centred
-    Gram's lower triangle, on one thread."""
+    Gram's lower triangle."""
 
     name = "thick_restart_lanczos"
+
+    def for_gram(self, est, K):
+        # See _NEAR_DIAGONAL.
+        n = K.shape[0]
+        if (est.eigen_solver == "auto" and n >= _NEAR_DIAGONAL_MIN_SAMPLES
+                and _nearly_diagonal(K)):
+            return SOLVERS["block_krylov"]
+        return self
 
     def eigenpairs(self, est, K, X, k, basis):
         n = K.shape[0]
@@ -357,9 +412,9 @@ class ThickRestartLanczos(_CentredInPlace):
             if est.verbose:
                 print(f"[KernelPCA] thick_restart_lanczos step {step}: "
                       f"largest relative residual estimate {residual:.3e}", flush=True)
-        # The products are one symv per step on scipy's BLAS: one thread
-        # reads K's triangle faster than two at these sizes (Arpack.solve),
-        # and the steps are then the same for any thread count.
+        # scipy's BLAS on one thread: a threaded symv's sums depend on the
+        # thread count.  lanczos_eigsh's own products, from
+        # LANCZOS_THREADED_ROWS, take the threads without changing the steps.
         with blas_limit(1):
             if centerer is not None:
                 # The means of the triangle the products read: one more product.
@@ -368,7 +423,7 @@ class ThickRestartLanczos(_CentredInPlace):
             w, v, residuals = lanczos_eigsh(
                 K, k, tol=est.tol, v0=v0, random_state=rng, callback=callback,
                 max_iter=_LANCZOS_RESTARTS if est.max_iter is None else est.max_iter,
-                centred=centerer is not None)
+                centred=centerer is not None, n_threads=check_n_threads(est.n_threads))
         if centerer is not None:
             # A Ritz value within the rounding of a product with K (sqrt(n)
             # eps ||K||; ||K 1|| / sqrt(n) = sqrt(n) ||means|| <= ||K||) is 0
@@ -717,11 +772,14 @@ def choose(est, X, k):
 
     "matrix-free" when the dense Gram would exceed ``memory_budget`` (not for
     precomputed, cosine or sparse X); otherwise the measured choice
-    (benchmarks/bench_sizes.py, the "auto" grid): "block_krylov" for k < 10
-    from 2000 samples, "thick_restart_lanczos" for k < 10 from 190 samples up
-    to there ("arpack" where its products would run on more than
-    ``ARPACK_SYMV_MAX_THREADS`` BLAS threads: _one_thread_products), "arpack"
-    for 10 <= k <= n / 50 above 200, else "dense".
+    (benchmarks/bench_sizes.py, the "auto" grid): for k < 10 from 190
+    samples, "thick_restart_lanczos" below 5000 samples and "block_krylov"
+    from there, or where ARPACK's products would run on more than
+    ``ARPACK_SYMV_MAX_THREADS`` BLAS threads (_one_thread_products),
+    "arpack" below 2000 and "block_krylov" from there; "arpack" for
+    10 <= k <= n / 50 above 200, else "dense".  The Lanczos solver hands a
+    nearly diagonal Gram to "block_krylov" from 2000 samples
+    (ThickRestartLanczos.for_gram).
     """
     n = X.shape[0]
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
@@ -729,9 +787,10 @@ def choose(est, X, k):
             and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n >= _ARPACK_MIN_SAMPLES and k < 10:
-        if n >= _KRYLOV_MIN_SAMPLES:
-            return SOLVERS["block_krylov"]
-        return SOLVERS["thick_restart_lanczos" if _one_thread_products(est, n) else "arpack"]
+        if _one_thread_products(est, n):
+            return SOLVERS["thick_restart_lanczos" if n < _LANCZOS_MAX_SAMPLES
+                           else "block_krylov"]
+        return SOLVERS["arpack" if n < _KRYLOV_MIN_SAMPLES else "block_krylov"]
     if n > _ITERATIVE_MIN_SAMPLES and k <= n // 50:
         return SOLVERS["arpack"]
     return SOLVERS["dense"]

@@ -427,9 +427,10 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         if not solver.large_n:
             # The large-N solvers build it on the contiguous X they keep.
             self._fit_kernel_spec(X)
-        X_transformed = solver.fit(self, X, k)
+        # Before the fit: a Gram solver may hand the Gram to another
+        # (_GramSolver.for_gram), which it records here.
         self._fit_solver = solver.name
-        return X_transformed
+        return solver.fit(self, X, k)
 
     def _store_eigenpairs(self, eigenvalues, eigenvectors, dtype):
         """The one post-processing of every solver's eigenpairs, as scikit-learn's KernelPCA.

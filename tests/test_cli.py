@@ -783,13 +783,15 @@ def test_kpca_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
 
 
 def test_default_solver_reports_progress(tmp_path):
-    """Issue 26, item 14: the default solver ("auto": block Krylov on an explicit
-    Gram at this size) reports its stages and iterations, with an estimate."""
+    """Issue 26, item 14: the default solver ("auto": the Lanczos solver on an
+    explicit Gram at this size) reports its stages and iterations, with an
+    estimate."""
     data, _ = gaussian_csv(tmp_path / "d.csv", 2100, 5)
     proc = fastkern("kpca", data, "--progress", "--out", tmp_path / "p.csv", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = [s for s in proc.stderr.splitlines() if s.startswith("[fastkern kpca] ")]
-    assert any(s.startswith("[fastkern kpca] iteration 2, largest residual ") for s in lines)
+    assert any(re.match(r"\[fastkern kpca\] iteration \d+, largest residual ", s)
+               for s in lines), lines
     assert any(re.search(r"\d+%, about \S+ left\)$", s) for s in lines), lines
 
 

@@ -269,12 +269,14 @@ def test_memory_layouts():
 
 
 # What "auto" chooses (fastkern._kpca_solvers.choose), checked through the
-# fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 1999/2000
+# fit: the thresholds at 189/190 (k < 10) and 200/201 (k <= n // 50), 4999/5000
 # (on one thread too), ARPACK's products on more than 2 threads from 680 rows
-# (n_threads=4), k < 10 and
-# k <= n // 50, the memory budget's boundary (n * n * itemsize, float64 and
-# float32), and the inputs that never go matrix-free (precomputed, sparse,
-# cosine).  n=2000 fits only where they are cheap (few components).
+# (n_threads=4) and the block solver there from 2000, the nearly diagonal
+# Gram (gamma 1e8 on 2 features) handed to the block solver from 2000 rows,
+# k < 10 and k <= n // 50, the memory budget's boundary (n * n * itemsize,
+# float64 and float32), and the inputs that never go matrix-free
+# (precomputed, sparse, cosine).  n >= 2000 fits only where they are cheap
+# (few components).
 _B400, _B500_32 = 400 * 400 * 8, 500 * 500 * 4
 _TRL = "thick_restart_lanczos"
 _AUTO_CASES = [
@@ -282,11 +284,14 @@ _AUTO_CASES = [
     (200, 3, {}, _TRL), (200, 10, {}, "dense"), (201, 3, {}, _TRL),
     (237, 3, {}, _TRL), (237, 9, {}, _TRL), (237, 10, {}, "dense"),
     (237, 100, {}, "dense"), (237, None, {}, "dense"), (1000, 20, {}, "arpack"),
-    (1000, 21, {}, "dense"), (1999, 9, dict(n_threads=2), _TRL),
-    (2000, 9, dict(n_threads=2), "block_krylov"), (2000, 3, dict(n_threads=2), "block_krylov"),
-    (800, 3, dict(n_threads=1), _TRL), (1999, 3, dict(n_threads=1), _TRL),
-    (2000, 3, dict(n_threads=1), "block_krylov"),
+    (1000, 21, {}, "dense"), (2000, 9, dict(n_threads=2), _TRL),
+    (4999, 3, dict(n_threads=2), _TRL), (5000, 3, dict(n_threads=2), "block_krylov"),
+    (800, 3, dict(n_threads=1), _TRL), (4999, 3, dict(n_threads=1), _TRL),
+    (5000, 3, dict(n_threads=1), "block_krylov"),
+    (1999, 3, dict(gamma=1e8), _TRL), (2000, 3, dict(gamma=1e8), "block_krylov"),
+    (2000, 3, dict(gamma=1e8, n_threads=1), "block_krylov"),
     (679, 3, dict(n_threads=4), _TRL), (680, 3, dict(n_threads=4), "arpack"),
+    (1999, 3, dict(n_threads=4), "arpack"), (2000, 3, dict(n_threads=4), "block_krylov"),
     (2000, 40, {}, "arpack"),
     (400, 3, dict(memory_budget=_B400), _TRL),
     (400, 3, dict(memory_budget=_B400 - 1), "matrix-free"),
@@ -318,13 +323,63 @@ def test_auto_solver_choice(n, k, case, solver):
     assert est.eigenvectors_.shape[0] == n
 
 
+@pytest.mark.parametrize("case, expected", [
+    ("identity", True), ("identity-times-1e-300", True), ("off-diagonal-4e-12", True),
+    ("off-diagonal-1e-11", False), ("rbf", False), ("zero", False),
+    ("negative-off-diagonal", False), ("one-row", True),
+])
+def test_nearly_diagonal(case, expected):
+    # The off-diagonal mass of the sampled rows against their diagonal's, in
+    # absolute value (so signed entries do not cancel), below 5e-12.
+    from fastkern._kpca_solvers import _nearly_diagonal
+    n = 300
+    if case == "identity":
+        K = np.eye(n)
+    elif case == "identity-times-1e-300":
+        K = 1e-300 * np.eye(n)
+    elif case.startswith("off-diagonal"):
+        # Each row's off-diagonal entries sum to the fraction named.
+        fraction = {"off-diagonal-4e-12": 4e-12, "off-diagonal-1e-11": 1e-11}[case]
+        K = np.eye(n) + fraction / (n - 1) * (1 - np.eye(n))
+    elif case == "rbf":
+        K = fastkern.rbf_kernel(np.random.default_rng(0).standard_normal((n, 4)))
+    elif case == "zero":
+        K = np.zeros((n, n))
+    elif case == "negative-off-diagonal":
+        K = np.eye(n) - 1e-3 * (1 - np.eye(n))
+    else:
+        K = np.ones((1, 1))
+    assert _nearly_diagonal(K) is expected
+
+
+def test_auto_hands_a_nearly_diagonal_gram_to_the_block_solver():
+    # gamma 1e8 on 2 features: the Gram is the identity to rounding, its top
+    # eigenvalues one cluster of n - 1 (so the vectors are any of it): the
+    # eigenvalues are those of "dense", the pairs those of the centred Gram,
+    # and transform of the training rows is fit_transform's embedding.
+    X = np.random.default_rng(5).standard_normal((2000, 2))
+    kw = dict(n_components=3, kernel="rbf", gamma=1e8, random_state=0)
+    est = KernelPCA(**kw)
+    embedding = est.fit_transform(X)
+    assert est._fit_solver == "block_krylov"
+    dense = KernelPCA(eigen_solver="dense", **kw).fit(X)
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-12)
+    K = fastkern.rbf_kernel(X, gamma=1e8)
+    Kc = K - K.mean(0) - K.mean(1)[:, None] + K.mean()
+    V = est.eigenvectors_
+    np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-12)
+    assert np.abs(Kc @ V - V * est.eigenvalues_).max() <= 1e-12
+    np.testing.assert_allclose(est.transform(X), embedding, atol=1e-12)
+
+
 def test_auto_block_krylov_is_as_accurate_as_arpack():
     # scikit-learn's auto picks ARPACK here (tol=0: machine precision); the
     # block Krylov solver "auto" runs instead must be as close to LAPACK.
     from scipy.linalg import subspace_angles
     X = np.random.default_rng(3).standard_normal((2000, 16))
     kw = dict(n_components=5, kernel="rbf", gamma=1 / 16)
-    est = KernelPCA(random_state=0, **kw).fit(X)
+    # More threads than ARPACK_SYMV_MAX_THREADS: the block solver from 2000 rows.
+    est = KernelPCA(random_state=0, n_threads=4, **kw).fit(X)
     dense = KernelPCA(eigen_solver="dense", **kw).fit(X)
     arpack = SkKernelPCA(eigen_solver="arpack", random_state=0, **kw).fit(X)
     assert est._fit_solver == "block_krylov"
