@@ -17,6 +17,7 @@ import contextlib
 import functools
 import math
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -26,7 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from fastkern import _centering, _inchol, _lanczos
-from fastkern._threads import blas_limit, interruptible, scipy_blas_serial
+from fastkern._threads import StepThreads, blas_limit, interruptible, scipy_blas_serial
 from fastkern._validation import check_int, check_n_threads
 
 __all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "lanczos_basis_size",
@@ -331,13 +332,27 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
                     else _CHECK_US + j * j * _CHECK_US_PER_J2)
         return max(1, math.ceil(_CHECK_SPACING * check_us / step_us))
 
+    # The products' threads: n_threads, or one where that was faster lately
+    # (another pool spinning on the other cores takes them from the
+    # products' barrier: right after scikit-learn's ARPACK fit, whose
+    # OpenBLAS threads spin on, two threads took 1.9x one thread's time
+    # at N = 2000).  The thread count does not change the result.
+    chooser = StepThreads(n_threads) if acc is not None and n_threads > 1 else None
+    calls = 0
     j, restarts, last = 0, 0, None
     stop = min(m, max(2 * k, gap(2 * k)))
     while True:
         while j < stop:
             end = min(stop, j + per_call)
+            threads = chooser.pick(calls) if chooser is not None else 1
+            started = time.perf_counter()
             reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm, centred,
-                                      acc, n_threads)
+                                      acc, threads)
+            if chooser is not None:
+                # Values read: K's triangle and the basis twice, per step.
+                chooser.record(threads, time.perf_counter() - started,
+                               (min(reached + 1, end) - j) * n * (n // 2 + 4 * j + 4))
+            calls += 1
             if reached == end:
                 j = end
                 continue

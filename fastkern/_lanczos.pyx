@@ -42,8 +42,11 @@ cdef extern from "fk_symv.h" nogil:
 
 cdef extern from "fk_spin.h" nogil:
     ctypedef long fk_spin_int
-    void fk_spin_barrier(fk_spin_int *count, fk_spin_int *sense, int nthreads,
-                         fk_spin_int *local)
+    fk_spin_int fk_spin_wait_change(fk_spin_int *word, fk_spin_int old, fk_spin_int *quit)
+    void fk_spin_wait_reach(fk_spin_int *word, fk_spin_int target)
+    fk_spin_int fk_spin_claim(fk_spin_int *next, fk_spin_int limit)
+    void fk_spin_add(fk_spin_int *word)
+    void fk_spin_set(fk_spin_int *word, fk_spin_int value)
 
 
 cdef enum:
@@ -183,52 +186,77 @@ cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, f
     return stop
 
 
+cdef void _claim_blocks(Py_ssize_t n, const double* K, const double* x, double* acc,
+                        fk_spin_int* sync, fk_spin_int step) noexcept nogil:
+    """Compute the row blocks of step `step` (its tickets step * SYMV_BLOCKS
+    onwards) that no other thread has claimed, counting each one done."""
+    cdef fk_spin_int ticket
+    while True:
+        ticket = fk_spin_claim(&sync[_NEXT], (step + 1) * SYMV_BLOCKS)
+        if ticket < 0:
+            return
+        _symv_block(n, K, x, acc, <int>(ticket - step * SYMV_BLOCKS))
+        fk_spin_add(&sync[_DONE])
+
+
+cdef enum:
+    # sync's words: the step published (its number + 1), the next ticket,
+    # the blocks done, and the signal to leave.
+    _STEP = 0
+    _NEXT = 1
+    _DONE = 2
+    _QUIT = 3
+
+
 cdef Py_ssize_t _expand_threaded(int n, double* K, double* V, double* H, int ldh, double* h2,
                                  double* u, int start, int stop, double breakdown, double* norm,
                                  double* acc, int n_threads) noexcept nogil:
     """_expand's steps with the row blocks of each product shared by n_threads
-    threads, held in one parallel region: the first thread does the rest of
-    each step while the others wait at a spinning barrier (fk_spin.h)."""
-    cdef fk_spin_int sync[2]
+    threads held in one parallel region.  The first thread does the rest of
+    each step and publishes the next one; the others wait for it (fk_spin.h)
+    and claim blocks as the first thread does, so a thread that is not
+    running delays no step.  Which thread computes a block does not change
+    its sums."""
+    cdef fk_spin_int sync[4]
     cdef Py_ssize_t result[1]
-    cdef int stopped_at[1]
-    cdef fk_spin_int local
     # Each thread's own (Cython copies them in: set, so that none is read unset).
-    cdef int tid = 0, nt = 1, j = start, b = 0, stopped = 0
+    cdef int tid = 0, j = start, finished = 0
+    cdef fk_spin_int seen = 0, published = 0, step = 0
     cdef double* x = NULL
-    local = 0
-    sync[0] = 0
-    sync[1] = 0
+    sync[_STEP] = 0
+    sync[_NEXT] = 0
+    sync[_DONE] = 0
+    sync[_QUIT] = 0
     result[0] = stop
-    stopped_at[0] = 0
     with parallel(num_threads=n_threads):
         tid = omp_get_thread_num()
-        nt = omp_get_num_threads()
-        local = 0
-        j = start
-        stopped = 0
         if tid == 0:
-            _operand(n, V, u, j)
-        fk_spin_barrier(&sync[0], &sync[1], nt, &local)
-        while not stopped:
-            x = u if u != NULL else V + <Py_ssize_t>j * n
-            b = tid
-            while b < SYMV_BLOCKS:
-                _symv_block(n, K, x, acc, b)
-                b = b + nt
-            fk_spin_barrier(&sync[0], &sync[1], nt, &local)
-            if tid == 0:
+            j = start
+            finished = 0
+            while not finished:
+                step = j - start
+                x = _operand(n, V, u, j)
+                fk_spin_set(&sync[_STEP], step + 1)
+                _claim_blocks(n, K, x, acc, &sync[0], step)
+                fk_spin_wait_reach(&sync[_DONE], (step + 1) * SYMV_BLOCKS)
                 _sum_blocks(n, acc, V + <Py_ssize_t>(j + 1) * n)
                 if _finish(n, V, H, ldh, h2, u != NULL, j, breakdown, norm):
                     result[0] = j
-                    stopped_at[0] = 1
+                    finished = 1
                 elif j + 1 == stop:
-                    stopped_at[0] = 1
-                else:
-                    _operand(n, V, u, j + 1)
-            fk_spin_barrier(&sync[0], &sync[1], nt, &local)
-            stopped = stopped_at[0]
-            j = j + 1
+                    finished = 1
+                j = j + 1
+            fk_spin_set(&sync[_QUIT], 1)
+        else:
+            seen = 0
+            while True:
+                published = fk_spin_wait_change(&sync[_STEP], seen, &sync[_QUIT])
+                if published == seen:
+                    break
+                seen = published
+                step = published - 1
+                x = u if u != NULL else V + <Py_ssize_t>(start + step) * n
+                _claim_blocks(n, K, x, acc, &sync[0], step)
     return result[0]
 
 
