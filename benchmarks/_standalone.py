@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -146,6 +147,44 @@ def make_data(n, d, seed=0):
 # ---------------------------------------------------------------- timing
 
 
+# How long "quiet" settling waits at most, and how often it looks.
+QUIET_MAX_S = 0.3
+QUIET_POLL_S = 0.002
+
+
+def _others_running_here():
+    """Threads of this process other than the calling one that are running now
+    (a BLAS pool's idle workers spinning); 0 where /proc cannot tell."""
+    me = str(threading.get_native_id())
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2:][:1] == "R":
+            running += 1
+    return running
+
+
+def wait_until_quiet(max_s=QUIET_MAX_S):
+    """Wait (at most max_s) until no other thread of this process runs: OpenBLAS's
+    workers spin for tens of milliseconds after a threaded call (its
+    THREAD_TIMEOUT), and on this VM a spinning thread slows the next call's
+    own threads.  Returns the seconds waited."""
+    start = time.perf_counter()
+    while _others_running_here() and time.perf_counter() - start < max_s:
+        time.sleep(QUIET_POLL_S)
+    return time.perf_counter() - start
+
+
 def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, deadline=None):
     """Fastest time of each named callable, the calls interleaved round by round.
 
@@ -159,6 +198,12 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     The first round is timed too, and its duration sets the number of rounds:
     as many as fit in `budget` seconds, within [min_rounds, max_rounds]; none
     after `deadline` (a time.monotonic() value) beyond min_rounds.
+
+    settle: seconds slept before each call, or "quiet": wait until no other
+    thread of this process runs (wait_until_quiet).  A peer's OpenBLAS
+    workers spin on after its call; fastkern's OpenMP threads sleep.  So
+    without it the calls right after a peer's start beside its spinning
+    thread, and the peer's never beside fastkern's.
 
     A contestant that raises is not called again: its entry has time_s None
     and the error, and the others go on (one failing call must not lose a
@@ -174,7 +219,9 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
         for name in order:
             if name in errors:
                 continue
-            if settle:
+            if settle == "quiet":
+                wait_until_quiet()
+            elif settle:
                 time.sleep(settle)
             t0 = time.perf_counter()
             try:

@@ -22,7 +22,13 @@ eigen_solver="auto" against each explicit solver ("dense", "arpack",
 auto time / fastest time; target <= 1.2.  "dense" is skipped above --dense-max (an N x N eigh takes minutes
 there, never the fastest).
 
-A full run takes about 5-8 minutes on 2 cores (most of it scikit-learn at
+Each call starts once no other thread of this process runs
+(_standalone.wait_until_quiet): scikit-learn's OpenBLAS workers spin about
+85 ms after a threaded call, and on the 2-core VM the call right after one
+(fastkern's, or the next solver's) ran up to 1.4x slower beside it, while
+scikit-learn's calls never start beside fastkern's sleeping threads.
+
+A full run takes about 6-10 minutes on 2 cores (most of it scikit-learn at
 N = 4000 and 8000).  fastkern runs with its default thread count and
 scikit-learn with its own defaults.
 """
@@ -84,7 +90,8 @@ def contestants(task, X, y, gamma):
 
 def measure_cell(task, n, d, spectrum, gamma, budget):
     X, y = S.make_data(n, d)
-    t = S.interleaved(contestants(task, X, y, gamma), budget=budget, max_rounds=15)
+    t = S.interleaved(contestants(task, X, y, gamma), budget=budget, max_rounds=15,
+                      settle="quiet")
     sk = {name.partition(":")[2] or "default": v["time_s"] for name, v in t.items()
           if name.startswith("sklearn")}
     ok = {k: v for k, v in sk.items() if v is not None}
@@ -115,7 +122,8 @@ def measure_auto(n, d, spectrum, gamma, budget, dense_max):
         if solver == "auto":
             chosen["solver"] = getattr(est, "_fit_solver", None)
 
-    t = S.interleaved({s: (lambda s=s: fit(s)) for s in solvers}, budget=budget, max_rounds=15)
+    t = S.interleaved({s: (lambda s=s: fit(s)) for s in solvers}, budget=budget, max_rounds=15,
+                      settle="quiet")
     times = {s: v["time_s"] for s, v in t.items()}
     explicit = {s: v for s, v in times.items() if s != "auto" and v is not None}
     fastest = min(explicit, key=explicit.get) if explicit else None
@@ -218,7 +226,9 @@ def main(argv=None):
              "components, so only 'arpack' is timed there",
              "auto grid: the explicit 'block_krylov' runs to the tolerance 'auto' gives it "
              "(2e-13, ARPACK's accuracy); 'randomized' is approximate (scikit-learn's "
-             "power iterations) and is timed as it comes"]
+             "power iterations) and is timed as it comes",
+             "each call starts once no other thread of this process runs (OpenBLAS's "
+             "workers spin about 85 ms after a threaded call: _standalone.wait_until_quiet)"]
     if any(r.get("skipped") for r in auto):
         notes.append(f"eigen_solver='dense' not timed above N = {args.dense_max}")
     settings = {"sizes": list(sizes), "dims": list(dims), "auto_dim": auto_dim,

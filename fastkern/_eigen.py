@@ -234,6 +234,14 @@ _TRIDIAGONAL_CHECK_US = 10
 # six spectra (1.02x on the near-identity one), 0.98-0.99x at 500 and
 # 0.99-1.01x at 1000; with 3, up to 1.22x (performance_history).
 _CHECK_SPACING = 2
+# lanczos_eigsh's products leave n_threads for one thread only when one was
+# this much faster.  The first call meets a cold cache: on 2 threads it took
+# 1.1-1.6x the later calls' time per unit of work (KernelPCA at N = 2000 and
+# 4000), and with no margin one fit in eight ran on one thread from its
+# second call (53.6 ms against 27-42 ms).  Another pool's spinning threads
+# leave n_threads about as fast as one (the blocks are claimed: fk_spin.h).
+_ONE_THREAD_MARGIN = 1.25
+
 # Most multiply-adds (about n^2 a step) between two returns to Python, where
 # Ctrl-C is seen: under 0.1 s even where K is read from memory.
 _LANCZOS_CALL_MADDS = 5e7
@@ -337,7 +345,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     # products' barrier: right after scikit-learn's ARPACK fit, whose
     # OpenBLAS threads spin on, two threads took 1.9x one thread's time
     # at N = 2000).  The thread count does not change the result.
-    chooser = StepThreads(n_threads) if acc is not None and n_threads > 1 else None
+    chooser = (StepThreads(n_threads, margin=_ONE_THREAD_MARGIN)
+               if acc is not None and n_threads > 1 else None)
     calls = 0
     j, restarts, last = 0, 0, None
     stop = min(m, max(2 * k, gap(2 * k)))

@@ -129,13 +129,17 @@ class StepThreads:
     can follow the machine: seconds per unit of work are kept for both counts
     (the incumbent's averaged, alpha 0.25) and the other count is re-timed
     every ``PROBE_EVERY`` steps.  ``batch[threads]`` is the caller's learned
-    batch size (fastkern._batches) for each count.
+    batch size (fastkern._batches) for each count.  ``margin``: one thread
+    takes over only when it was this many times faster than n_threads (a
+    first timing that met a cold cache or a moment's load must not decide a
+    whole run).
     """
 
     PROBE_EVERY = 16
 
-    def __init__(self, n_threads):
+    def __init__(self, n_threads, margin=1.0):
         self.options = (n_threads, 1) if n_threads > 1 else (1,)
+        self.margin = margin
         self.rate = {}
         self.batch = dict.fromkeys(self.options, 0)
 
@@ -144,7 +148,10 @@ class StepThreads:
         untried = [t for t in self.options if t not in self.rate]
         if untried:
             return untried[0]
+        first = self.options[0]
         best = min(self.options, key=self.rate.__getitem__)
+        if best != first and self.rate[best] * self.margin > self.rate[first]:
+            best = first
         if len(self.options) > 1 and step % self.PROBE_EVERY == 0:
             return self.options[1] if best == self.options[0] else self.options[0]
         return best

@@ -334,6 +334,19 @@ def test_step_threads_follow_the_faster_count_and_probe_the_other():
     assert StepThreads(1).pick(probe) == 1
 
 
+def test_step_threads_margin_keeps_n_threads_unless_one_is_clearly_faster():
+    from fastkern._threads import StepThreads
+
+    c = StepThreads(2, margin=1.25)
+    c.record(2, 1.2, 1)
+    c.record(1, 1.0, 1)            # 1.2x faster: within the margin
+    assert c.pick(3) == 2
+    c = StepThreads(2, margin=1.25)
+    c.record(2, 1.3, 1)
+    c.record(1, 1.0, 1)            # 1.3x faster: one thread takes over
+    assert c.pick(3) == 1
+
+
 def test_threads_for_takes_its_own_threshold():
     from fastkern._threads import SERIAL_MULTIPLY_ADDS, threads_for
 
