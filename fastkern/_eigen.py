@@ -340,11 +340,9 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
                     else _CHECK_US + j * j * _CHECK_US_PER_J2)
         return max(1, math.ceil(_CHECK_SPACING * check_us / step_us))
 
-    # The products' threads: n_threads, or one where that was faster lately
-    # (another pool spinning on the other cores takes them from the
-    # products' barrier: right after scikit-learn's ARPACK fit, whose
-    # OpenBLAS threads spin on, two threads took 1.9x one thread's time
-    # at N = 2000).  The thread count does not change the result.
+    # The products' threads: n_threads, or one where one was clearly faster
+    # lately (another pool's threads or another process on the cores).  The
+    # thread count does not change the result.
     chooser = (StepThreads(n_threads, margin=_ONE_THREAD_MARGIN)
                if acc is not None and n_threads > 1 else None)
     calls = 0
