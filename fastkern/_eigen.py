@@ -28,10 +28,12 @@ from sklearn.utils import check_random_state
 
 from fastkern import _centering, _inchol, _lanczos
 from fastkern._threads import StepThreads, blas_limit, interruptible, scipy_blas_serial
+from fastkern.pairwise import PackedUpperGram
 from fastkern._validation import check_int, check_n_threads
 
 __all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "lanczos_basis_size",
-           "lanczos_eigsh", "one_triangle_product", "randomized_eigsh", "top_eigh"]
+           "lanczos_eigsh", "one_triangle_product", "randomized_eigsh", "symmetric_product",
+           "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -258,6 +260,19 @@ _LANCZOS_CALL_MADDS = 5e7
 LANCZOS_THREADED_ROWS = 700
 
 
+def symmetric_product(K, x, n_threads=1):
+    """K x with lanczos_eigsh's float64 products (fk_symv.h: the same sums on any
+    thread count), K a PackedUpperGram or a C-contiguous float64 n x n array
+    (its lower triangle read)."""
+    n = K.shape[0]
+    acc = np.empty((_lanczos.PRODUCT_BLOCKS, n))
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    n_threads = check_n_threads(n_threads)
+    if isinstance(K, PackedUpperGram):
+        return _lanczos.product(K.data, x, acc, n_threads, row_start=K.row_start)
+    return _lanczos.product(K, x, acc, n_threads)
+
+
 def lanczos_basis_size(n, k):
     """The basis lanczos_eigsh keeps for k pairs of an n x n matrix (ncv=None)."""
     return min(n, max(2 * k + 1, k + LANCZOS_EXTRA_VECTORS))
@@ -268,7 +283,9 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     """The k largest eigenpairs of the symmetric K, ascending, as scipy's eigsh(which="LA").
 
     K: a C-contiguous float32 or float64 n x n array of which only the lower
-    triangle is read (the triangle "dense" and LAPACK's syevr read).  The
+    triangle is read (the triangle "dense" and LAPACK's syevr read), or a
+    ``fastkern.pairwise.PackedUpperGram`` (its products are then fastkern's
+    at any size).  The
     Lanczos recurrence, each new vector orthogonalised against the whole
     basis twice (classical Gram-Schmidt; ``fastkern._lanczos.expand``), with
     thick restarts when the basis holds ncv vectors (None: k + 75, at most
@@ -295,9 +312,11 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     """
     n = K.shape[0]
     dtype = K.dtype
-    if K.ndim != 2 or K.shape[1] != n or dtype not in (np.float32, np.float64) \
-            or not K.flags.c_contiguous:
-        raise ValueError("K must be a square C-contiguous float32 or float64 array")
+    packed = isinstance(K, PackedUpperGram)
+    if not packed and (K.ndim != 2 or K.shape[1] != n or dtype not in (np.float32, np.float64)
+                       or not K.flags.c_contiguous):
+        raise ValueError("K must be a square C-contiguous float32 or float64 array "
+                         "or a PackedUpperGram")
     if not 1 <= k < n:
         raise ValueError(f"k must be in [1, n - 1], got k={k} for n={n}")
     eps = float(np.finfo(dtype).eps)
@@ -316,7 +335,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     scratch = np.empty(max(m, n) if centred else m, dtype)
     norm = np.zeros(1, dtype)
     acc = (np.empty((_lanczos.PRODUCT_BLOCKS, n))
-           if dtype == np.float64 and n >= LANCZOS_THREADED_ROWS else None)
+           if packed or (dtype == np.float64 and n >= LANCZOS_THREADED_ROWS) else None)
+    operand, row_start = (K.data, K.row_start) if packed else (K, None)
     # A new vector shorter than this times ||K|| is the rounding of the
     # product (about sqrt(n) eps ||K||): an invariant subspace.  Otherwise the
     # Ritz pairs of K's null space, coupled by rounding, would never pass
@@ -353,8 +373,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             end = min(stop, j + per_call)
             threads = chooser.pick(calls) if chooser is not None else 1
             started = time.perf_counter()
-            reached = _lanczos.expand(K, V, H, scratch, j, end, breakdown, norm, centred,
-                                      acc, threads)
+            reached = _lanczos.expand(operand, V, H, scratch, j, end, breakdown, norm,
+                                      centred, acc, threads, row_start)
             if chooser is not None:
                 # Values read: K's triangle and the basis twice, per step.
                 chooser.record(threads, time.perf_counter() - started,

@@ -23,8 +23,9 @@ from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
-from fastkern._eigen import (block_eigsh, krylov_basis, lanczos_basis_size, lanczos_eigsh,
-                             one_triangle_product, randomized_eigsh, top_eigh)
+from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
+                             lanczos_basis_size, lanczos_eigsh, one_triangle_product,
+                             randomized_eigsh, symmetric_product, top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
@@ -34,7 +35,7 @@ from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernels import Kernel
-from fastkern.pairwise import read_back
+from fastkern.pairwise import PackedUpperGram, read_back
 
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
 DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
@@ -317,7 +318,8 @@ def _nearly_diagonal(K):
     spaced, sum in absolute value to less than _NEAR_DIAGONAL of the diagonal's."""
     n = K.shape[0]
     rows = np.unique(np.linspace(0, n - 1, _NEAR_DIAGONAL_ROWS).astype(np.intp))
-    sample = np.abs(K[rows])
+    # A packed K's columns are its rows: it is symmetric.
+    sample = np.abs(K.columns(rows).T if isinstance(K, PackedUpperGram) else K[rows])
     diagonal = float(sample[np.arange(rows.size), rows].sum())
     off = float(sample.sum()) - diagonal
     return diagonal > 0 and off < _NEAR_DIAGONAL * diagonal
@@ -371,6 +373,19 @@ class ThickRestartLanczos(_CentredInPlace):
 
     name = "thick_restart_lanczos"
 
+    def gram(self, est, X):
+        # From LANCZOS_THREADED_ROWS the products are fastkern's own, which
+        # read the packed upper triangle as fast as the full matrix's lower
+        # one: half the memory, and the tiles below the diagonal never
+        # computed (as the block solver's: PackedUpperGram).
+        if (X.shape[0] >= LANCZOS_THREADED_ROWS and _symmetric_gram(est)
+                and est.kernel in _BOUNDED_KERNELS):
+            with read_back():
+                K = est.kernel_spec_.upper_gram(X, n_threads=est.n_threads)
+            if K is not None:
+                return K
+        return full_gram(est, X)
+
     def for_gram(self, est, K):
         # See _NEAR_DIAGONAL.
         n = K.shape[0]
@@ -387,7 +402,9 @@ class ThickRestartLanczos(_CentredInPlace):
         # centred).  float32 keeps the centring accumulated in float64.
         if (not _symmetric_gram(est) or K.dtype != np.float64
                 or lanczos_basis_size(n, k) > n - 2):
-            return super().eigenpairs(est, K, X, k, basis)
+            # Centred in place: the whole matrix (a packed one only when
+            # nearly every component is asked for).
+            return super().eigenpairs(est, _unpacked(K), X, k, basis)
         centerer = est._centerer
 
         def rebuild():
@@ -400,7 +417,7 @@ class ThickRestartLanczos(_CentredInPlace):
         centred in each product, the centerer fitted to K's means."""
         n = K.shape[0]
         if k >= n:
-            return Dense().solve(est, K, k, rebuild)
+            return Dense().solve(est, _unpacked(K), k, rebuild)
         # The start vector ARPACK gets from the same random_state; the same
         # stream gives the new directions after an invariant subspace.
         rng = check_random_state(est.random_state)
@@ -416,7 +433,11 @@ class ThickRestartLanczos(_CentredInPlace):
         # thread count.  lanczos_eigsh's own products, from
         # LANCZOS_THREADED_ROWS, take the threads without changing the steps.
         with blas_limit(1):
-            if centerer is not None:
+            if isinstance(K, PackedUpperGram):
+                # The means from the triangle the products read, by their kernel.
+                means = symmetric_product(K, np.ones(n), check_n_threads(est.n_threads)) / n
+                centerer._set_means(means, float(np.mean(means)))
+            elif centerer is not None:
                 # The means of the triangle the products read: one more product.
                 means = linalg.blas.dsymv(1.0, K.T, np.ones(n), lower=0) / n
                 centerer._set_means(means, float(np.mean(means)))
@@ -443,8 +464,15 @@ class ThickRestartLanczos(_CentredInPlace):
         # centred identity) or many restarts; LAPACK is exact, and cheap here.
         # The fallback reads the centred K: centred once, in place.
         if centerer is not None:
-            K = centerer.transform(K, copy=False)
+            K = centerer.transform(_unpacked(K), copy=False)
         return Dense().solve(est, K, k, rebuild)
+
+
+def _unpacked(K):
+    """K as a full matrix (a PackedUpperGram's values copied into a new one)."""
+    if not isinstance(K, PackedUpperGram):
+        return K
+    return K.toarray()
 
 
 class Randomized(_CentredInPlace):

@@ -23,13 +23,13 @@ hundred rows, where a Python-level iteration (scipy's ARPACK calls back into
 Python each step) costs more than the product: this loop never returns to
 Python between checks.
 """
-from cython.parallel cimport parallel
+from cython.parallel cimport parallel, prange
 from libc.math cimport sqrt
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv, dnrm2, dscal, dsymv, sgemv, snrm2, sscal, ssymv
 from cython cimport floating
 
-from fastkern._centering import FAST_LEVEL
+import numpy as np
 
 
 from fastkern._openmp cimport omp_get_num_threads, omp_get_thread_num
@@ -38,6 +38,10 @@ from fastkern._openmp cimport omp_get_num_threads, omp_get_thread_num
 cdef extern from "fk_symv.h" nogil:
     void fk_symv_rows(const double *K, Py_ssize_t ldk, Py_ssize_t r0, Py_ssize_t r1,
                       const double *v, double *acc, int fast)
+    void fk_symv_upper_rows(const double *data, const Py_ssize_t *row_start, Py_ssize_t n,
+                            Py_ssize_t r0, Py_ssize_t r1, const double *v, double *acc,
+                            int fast)
+    int fk_symv_fast_available()
 
 
 cdef extern from "fk_spin.h" nogil:
@@ -56,7 +60,7 @@ cdef enum:
 
 #: Accumulator rows ``expand`` needs for K's symmetric product in float64.
 PRODUCT_BLOCKS = SYMV_BLOCKS
-cdef int _FAST = FAST_LEVEL >= 1
+cdef int _FAST = fk_symv_fast_available()
 
 
 cdef floating _nrm2(int n, floating* x) noexcept nogil:
@@ -87,11 +91,23 @@ cdef Py_ssize_t _block_start(Py_ssize_t n, int b) noexcept nogil:
     return <Py_ssize_t>(n * sqrt(<double>b / SYMV_BLOCKS))
 
 
-cdef void _symv_block(Py_ssize_t n, const double* K, const double* x, double* acc,
-                      int b) noexcept nogil:
-    """Row block b's share of K x, from K's lower triangle, into acc's row b."""
+cdef Py_ssize_t _upper_block_start(Py_ssize_t n, int b) noexcept nogil:
+    """The first row of block b of K's upper triangle: the blocks have equal area."""
+    if b >= SYMV_BLOCKS:
+        return n
+    return <Py_ssize_t>(n * (1 - sqrt(1 - <double>b / SYMV_BLOCKS)))
+
+
+cdef void _symv_block(Py_ssize_t n, const double* K, const Py_ssize_t* row_start,
+                      const double* x, double* acc, int b) noexcept nogil:
+    """Row block b's share of K x into acc's row b: from K's lower triangle, or
+    with row_start, from the packed upper triangle K (PackedUpperGram's data)."""
     memset(acc + b * n, 0, n * sizeof(double))
-    fk_symv_rows(K, n, _block_start(n, b), _block_start(n, b + 1), x, acc + b * n, _FAST)
+    if row_start == NULL:
+        fk_symv_rows(K, n, _block_start(n, b), _block_start(n, b + 1), x, acc + b * n, _FAST)
+    else:
+        fk_symv_upper_rows(K, row_start, n, _upper_block_start(n, b),
+                           _upper_block_start(n, b + 1), x, acc + b * n, _FAST)
 
 
 cdef void _sum_blocks(Py_ssize_t n, const double* acc, double* y) noexcept nogil:
@@ -160,9 +176,9 @@ cdef bint _finish(int n, floating* V, floating* H, int ldh, floating* h2, bint c
     return False
 
 
-cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, floating* h2,
-                        floating* u, int start, int stop, floating breakdown,
-                        floating* norm, double* acc) noexcept nogil:
+cdef Py_ssize_t _expand(int n, floating* K, const Py_ssize_t* row_start, floating* V,
+                        floating* H, int ldh, floating* h2, floating* u, int start, int stop,
+                        floating breakdown, floating* norm, double* acc) noexcept nogil:
     """Steps start..stop-1 on this thread; the step it stopped at (see expand)."""
     cdef int one = 1, j, b
     cdef floating alpha = 1, zero = 0
@@ -174,7 +190,7 @@ cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, f
         x = _operand(n, V, u, j)
         if floating is double and acc != NULL:
             for b in range(SYMV_BLOCKS):
-                _symv_block(n, K, x, acc, b)
+                _symv_block(n, K, row_start, x, acc, b)
             _sum_blocks(n, acc, w)
         elif floating is double:
             # K is C-ordered: BLAS reads it as K^T, whose upper triangle is K's lower one.
@@ -186,8 +202,9 @@ cdef Py_ssize_t _expand(int n, floating* K, floating* V, floating* H, int ldh, f
     return stop
 
 
-cdef void _claim_blocks(Py_ssize_t n, const double* K, const double* x, double* acc,
-                        fk_spin_int* sync, fk_spin_int step) noexcept nogil:
+cdef void _claim_blocks(Py_ssize_t n, const double* K, const Py_ssize_t* row_start,
+                        const double* x, double* acc, fk_spin_int* sync,
+                        fk_spin_int step) noexcept nogil:
     """Compute the row blocks of step `step` (its tickets step * SYMV_BLOCKS
     onwards) that no other thread has claimed, counting each one done."""
     cdef fk_spin_int ticket
@@ -195,7 +212,7 @@ cdef void _claim_blocks(Py_ssize_t n, const double* K, const double* x, double* 
         ticket = fk_spin_claim(&sync[_NEXT], (step + 1) * SYMV_BLOCKS)
         if ticket < 0:
             return
-        _symv_block(n, K, x, acc, <int>(ticket - step * SYMV_BLOCKS))
+        _symv_block(n, K, row_start, x, acc, <int>(ticket - step * SYMV_BLOCKS))
         fk_spin_add(&sync[_DONE])
 
 
@@ -208,9 +225,10 @@ cdef enum:
     _QUIT = 3
 
 
-cdef Py_ssize_t _expand_threaded(int n, double* K, double* V, double* H, int ldh, double* h2,
-                                 double* u, int start, int stop, double breakdown, double* norm,
-                                 double* acc, int n_threads) noexcept nogil:
+cdef Py_ssize_t _expand_threaded(int n, double* K, const Py_ssize_t* row_start, double* V,
+                                 double* H, int ldh, double* h2, double* u, int start, int stop,
+                                 double breakdown, double* norm, double* acc,
+                                 int n_threads) noexcept nogil:
     """_expand's steps with the row blocks of each product shared by n_threads
     threads held in one parallel region.  The first thread does the rest of
     each step and publishes the next one; the others wait for it (fk_spin.h)
@@ -237,7 +255,7 @@ cdef Py_ssize_t _expand_threaded(int n, double* K, double* V, double* H, int ldh
                 step = j - start
                 x = _operand(n, V, u, j)
                 fk_spin_set(&sync[_STEP], step + 1)
-                _claim_blocks(n, K, x, acc, &sync[0], step)
+                _claim_blocks(n, K, row_start, x, acc, &sync[0], step)
                 fk_spin_wait_reach(&sync[_DONE], (step + 1) * SYMV_BLOCKS)
                 _sum_blocks(n, acc, V + <Py_ssize_t>(j + 1) * n)
                 if _finish(n, V, H, ldh, h2, u != NULL, j, breakdown, norm):
@@ -256,16 +274,18 @@ cdef Py_ssize_t _expand_threaded(int n, double* K, double* V, double* H, int ldh
                 seen = published
                 step = published - 1
                 x = u if u != NULL else V + <Py_ssize_t>(start + step) * n
-                _claim_blocks(n, K, x, acc, &sync[0], step)
+                _claim_blocks(n, K, row_start, x, acc, &sync[0], step)
     return result[0]
 
 
-def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
-           floating[::1] scratch, Py_ssize_t start, Py_ssize_t stop, double breakdown,
-           floating[::1] norm, bint centred=False, double[:, ::1] acc=None, int n_threads=1):
+def expand(K, floating[:, ::1] V, floating[:, ::1] H, floating[::1] scratch,
+           Py_ssize_t start, Py_ssize_t stop, double breakdown, floating[::1] norm,
+           bint centred=False, double[:, ::1] acc=None, int n_threads=1, row_start=None):
     """Lanczos steps start..stop-1 (see the module docstring); the step it stopped at.
 
-    K: n x n, its lower triangle read.  V: at least stop + 1 rows of n, the
+    K: n x n (C-contiguous, V's dtype), its lower triangle read; or with
+    row_start, the float64 packed upper triangle (``PackedUpperGram``'s data
+    and row_start), which needs acc.  V: at least stop + 1 rows of n, the
     first start + 1 orthonormal.  H: at least stop rows of stop + 1.  scratch:
     at least stop entries.  norm[0]: an estimate of ||K|| from below, raised
     to every ||K v_j||.  Returns stop, or the step j whose K v_j had a
@@ -277,9 +297,24 @@ def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
     (fk_symv.h), which run on up to n_threads threads (one per row block)
     with the same result for any count.
     """
-    cdef int n = K.shape[0]
-    if K.shape[1] != n or V.shape[1] != n:
-        raise ValueError("K must be square and V's rows as long as K's")
+    cdef int n = V.shape[1]
+    cdef const floating[:, ::1] full
+    cdef const double[::1] data
+    cdef const Py_ssize_t[::1] starts
+    cdef floating* k_p = NULL
+    cdef const Py_ssize_t* starts_p = NULL
+    if row_start is None:
+        full = K
+        if full.shape[0] != n or full.shape[1] != n:
+            raise ValueError("K must be square and V's rows as long as K's")
+    else:
+        if floating is not double or acc is None:
+            raise ValueError("a packed K needs float64 and acc")
+        data = K
+        starts = row_start
+        if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):
+            raise ValueError(f"a packed K of {n} rows needs {n} row starts and the values "
+                             "they address (PackedUpperGram)")
     if not 0 <= start <= stop or V.shape[0] < stop + 1 or H.shape[0] < stop \
             or H.shape[1] < stop + 1 or scratch.shape[0] < stop or norm.shape[0] < 1 \
             or (centred and scratch.shape[0] < n):
@@ -292,19 +327,64 @@ def expand(const floating[:, ::1] K, floating[:, ::1] V, floating[:, ::1] H,
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     if n == 0 or start == stop:
         return stop
+    # BLAS declares no const: symv only reads K.
+    if row_start is None:
+        k_p = <floating*>&full[0, 0]
+    else:
+        k_p = <floating*>&data[0]
+        starts_p = &starts[0]
     cdef double* acc_p = &acc[0, 0] if acc is not None else NULL
     cdef Py_ssize_t reached
     # h2 (stop entries) and u (n) share scratch: h2 is used after the product.
     cdef floating* u = &scratch[0] if centred else NULL
     with nogil:
-        # BLAS declares no const: symv only reads K.
         if floating is double and acc_p != NULL and n_threads > 1:
-            reached = _expand_threaded(n, <double*>&K[0, 0], &V[0, 0], &H[0, 0],
+            reached = _expand_threaded(n, k_p, starts_p, &V[0, 0], &H[0, 0],
                                        <int>H.shape[1], &scratch[0], u, <int>start, <int>stop,
                                        breakdown, &norm[0], acc_p,
                                        min(n_threads, <int>SYMV_BLOCKS))
         else:
-            reached = _expand(n, <floating*>&K[0, 0], &V[0, 0], &H[0, 0], <int>H.shape[1],
+            reached = _expand(n, k_p, starts_p, &V[0, 0], &H[0, 0], <int>H.shape[1],
                               &scratch[0], u, <int>start, <int>stop, <floating>breakdown,
                               &norm[0], acc_p)
     return reached
+
+
+def product(K, const double[::1] x, double[:, ::1] acc, int n_threads=1, row_start=None):
+    """K x with expand's float64 products (the same sums), K as expand takes it."""
+    cdef Py_ssize_t n = x.shape[0]
+    cdef const double[:, ::1] full
+    cdef const double[::1] data
+    cdef const Py_ssize_t[::1] starts
+    cdef const double* k_p
+    cdef const Py_ssize_t* starts_p = NULL
+    cdef int b
+    if row_start is None:
+        full = K
+        if full.shape[0] != n or full.shape[1] != n:
+            raise ValueError("K must be n x n for x of n entries")
+    else:
+        data = K
+        starts = row_start
+        if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):
+            raise ValueError(f"a packed K of {n} rows needs {n} row starts and the values "
+                             "they address (PackedUpperGram)")
+    if acc.shape[0] != SYMV_BLOCKS or acc.shape[1] != n:
+        raise ValueError(f"acc must be of shape ({SYMV_BLOCKS}, {n})")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    out = np.empty(n)
+    if n == 0:
+        return out
+    cdef double[::1] y = out
+    if row_start is None:
+        k_p = &full[0, 0]
+    else:
+        k_p = &data[0]
+        starts_p = &starts[0]
+    with nogil:
+        for b in prange(SYMV_BLOCKS, num_threads=min(n_threads, <int>SYMV_BLOCKS),
+                        schedule="static", chunksize=1):
+            _symv_block(n, k_p, starts_p, &x[0], &acc[0, 0], b)
+        _sum_blocks(n, &acc[0, 0], &y[0])
+    return out

@@ -293,6 +293,55 @@ def test_product_bad_arguments(acc, dtype, n_threads, match):
                         np.zeros(1, dtype), False, acc, n_threads)
 
 
+def _packed(K):
+    """K's upper triangle as a PackedUpperGram (NaN where nothing may be read)."""
+    from fastkern.pairwise import PackedUpperGram
+    n = K.shape[0]
+    P = PackedUpperGram(n)
+    P.data[:] = np.nan
+    for i in range(n):
+        P.data[P.row_start[i] + i:P.row_start[i] + n] = K[i, i:]
+    return P
+
+
+# Sizes across the strips of 12 rows, the 4-row groups and the row blocks.
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 11, 12, 13, 24, 25, 37, 101, 257, 700])
+def test_packed_product_reads_the_upper_triangle_in_blocks(n):
+    rng = np.random.default_rng(n)
+    A = rng.standard_normal((n, n))
+    K = np.triu(A) + np.triu(A, 1).T
+    x = rng.standard_normal(n)
+    P = _packed(K)
+    runs = [_eigen.symmetric_product(P, x, t) for t in (1, 2, 3, 8)]
+    scale = np.abs(K).sum(axis=1).max() * np.abs(x).max()
+    np.testing.assert_allclose(runs[0], K @ x, rtol=0, atol=1e-13 * scale)
+    for run in runs[1:]:
+        assert_array_equal(run, runs[0])
+    # The full matrix's product (its lower triangle) agrees to rounding.
+    np.testing.assert_allclose(_eigen.symmetric_product(K, x), K @ x, rtol=0,
+                               atol=1e-13 * scale)
+
+
+@pytest.mark.parametrize("name", list(_SPECTRA))
+def test_packed_matches_lapack_with_the_same_bits(name):
+    A = _SPECTRA[name]()
+    P = _packed(A)
+    runs = [lanczos_eigsh(P, 5, random_state=0, n_threads=t) for t in (1, 2, 3)]
+    assert runs[0][2].max() <= np.finfo(float).eps
+    _check_pairs(A, runs[0][0], runs[0][1], 5, 1e-12)
+    for run in runs[1:]:
+        assert_array_equal(run[1], runs[0][1])
+
+
+@pytest.mark.parametrize("name", list(_UNCENTRED))
+def test_packed_centred(name):
+    K = _UNCENTRED[name]()
+    w, V, _ = lanczos_eigsh(_packed(K), 5, random_state=0, centred=True, n_threads=2)
+    A = _double_centred(K)
+    scale = np.abs(linalg.eigh(A, eigvals_only=True)).max()
+    _check_pairs(A, w, V, 5, 1e-12 * max(1.0, np.abs(K).max() / scale))
+
+
 @pytest.mark.parametrize("name", list(_SPECTRA))
 def test_threaded_products_match_lapack_with_the_same_bits(monkeypatch, name):
     # From LANCZOS_THREADED_ROWS rows (here every size) the products are
@@ -343,11 +392,13 @@ def test_kernel_pca_max_iter_warns_and_keeps_the_ritz_pairs(monkeypatch):
     assert est.eigenvalues_.shape == (5,)
 
 
-def test_kernel_pca_unconverged_without_max_iter_is_solved_by_lapack(monkeypatch):
+# 701 rows: the Gram is packed (ThickRestartLanczos.gram), LAPACK gets it whole.
+@pytest.mark.parametrize("n", [400, 701])
+def test_kernel_pca_unconverged_without_max_iter_is_solved_by_lapack(monkeypatch, n):
     # No restart allowed and a basis too small to converge in: LAPACK's pairs.
     monkeypatch.setattr(_eigen, "LANCZOS_EXTRA_VECTORS", 2)
     monkeypatch.setattr(_kpca_solvers, "_LANCZOS_RESTARTS", 0)
-    X = np.random.default_rng(2).standard_normal((400, 8))
+    X = np.random.default_rng(2).standard_normal((n, 8))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         est = _kpca(X, eigen_solver="thick_restart_lanczos").fit(X)
@@ -405,3 +456,52 @@ def test_kernel_pca_matches_dense(dtype, n):
     np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=rtol)
     np.testing.assert_allclose(est.eigenvectors_, dense.eigenvectors_,
                                atol=rtol * np.abs(dense.eigenvectors_).max())
+
+
+def test_kernel_pca_keeps_half_the_gram_from_700_rows():
+    # From LANCZOS_THREADED_ROWS a fastkern-computed Gram is kept packed: the
+    # fit's peak allocation stays well under one full N x N matrix.
+    import tracemalloc
+    n = 1000
+    X = np.random.default_rng(3).standard_normal((n, 8))
+    est = _kpca(X, eigen_solver="thick_restart_lanczos")
+    est.fit(X)
+    tracemalloc.start()
+    try:
+        est.fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.7 * n * n * 8, peak
+    dense = _kpca(X, eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-11)
+    np.testing.assert_allclose(est.transform(X[:4]), dense.transform(X[:4]), atol=1e-10)
+
+
+@pytest.mark.parametrize("case", ["many-components", "inverse-transform", "float32"])
+def test_kernel_pca_packed_gram_edges(case):
+    # Nearly every component (the basis does not fit: LAPACK on the whole
+    # matrix), pre-images (their Gram computed anew), and float32 X (a full
+    # float32 Gram, centred first): each as "dense" gives.
+    n = 701
+    X = np.random.default_rng(4).standard_normal((n, 5))
+    kw = dict(n_components=5)
+    if case == "many-components":
+        kw = dict(n_components=n - 1)
+    elif case == "inverse-transform":
+        kw = dict(n_components=5, fit_inverse_transform=True)
+    else:
+        X = X.astype(np.float32)
+    est = _kpca_kw(X, eigen_solver="thick_restart_lanczos", **kw).fit(X)
+    dense = _kpca_kw(X, eigen_solver="dense", **kw).fit(X)
+    rtol = 1e-4 if case == "float32" else 1e-10
+    top = slice(0, 5)
+    np.testing.assert_allclose(est.eigenvalues_[top], dense.eigenvalues_[top], rtol=rtol)
+    if case == "inverse-transform":
+        np.testing.assert_allclose(est.inverse_transform(est.transform(X[:3])),
+                                   dense.inverse_transform(dense.transform(X[:3])),
+                                   rtol=1e-6, atol=1e-8)
+
+
+def _kpca_kw(X, **kw):
+    return fastkern.KernelPCA(kernel="rbf", gamma=0.2, random_state=0, **kw)
