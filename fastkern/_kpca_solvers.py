@@ -314,14 +314,21 @@ ARPACK_SYMV_ROWS = 680
 
 
 def _nearly_diagonal(K):
-    """Whether the off-diagonal entries of _NEAR_DIAGONAL_ROWS rows of K, evenly
-    spaced, sum in absolute value to less than _NEAR_DIAGONAL of the diagonal's."""
+    """Whether K's off-diagonal entries sum in absolute value to less than
+    _NEAR_DIAGONAL of its diagonal's, judged on _NEAR_DIAGONAL_ROWS rows evenly
+    spaced: their entries from the diagonal on (contiguous in a full or a
+    packed K), the off-diagonal sum scaled to whole rows."""
     n = K.shape[0]
     rows = np.unique(np.linspace(0, n - 1, _NEAR_DIAGONAL_ROWS).astype(np.intp))
-    # A packed K's columns are its rows: it is symmetric.
-    sample = np.abs(K.columns(rows).T if isinstance(K, PackedUpperGram) else K[rows])
-    diagonal = float(sample[np.arange(rows.size), rows].sum())
-    off = float(sample.sum()) - diagonal
+    packed = isinstance(K, PackedUpperGram)
+    diagonal = off = 0.0
+    for i in rows:
+        row = K.data[K.row_start[i] + i:K.row_start[i] + n] if packed else K[i, i:]
+        diagonal += abs(float(row[0]))
+        off += float(np.abs(row[1:]).sum())
+    counted = float(np.sum(n - 1 - rows))
+    if counted:
+        off *= rows.size * (n - 1) / counted
     return diagonal > 0 and off < _NEAR_DIAGONAL * diagonal
 
 
