@@ -458,26 +458,6 @@ def test_kernel_pca_matches_dense(dtype, n):
                                atol=rtol * np.abs(dense.eigenvectors_).max())
 
 
-def test_kernel_pca_keeps_half_the_gram_from_700_rows():
-    # From LANCZOS_THREADED_ROWS a fastkern-computed Gram is kept packed: the
-    # fit's peak allocation stays well under one full N x N matrix.
-    import tracemalloc
-    n = 1000
-    X = np.random.default_rng(3).standard_normal((n, 8))
-    est = _kpca(X, eigen_solver="thick_restart_lanczos")
-    est.fit(X)
-    tracemalloc.start()
-    try:
-        est.fit(X)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 0.7 * n * n * 8, peak
-    dense = _kpca(X, eigen_solver="dense").fit(X)
-    np.testing.assert_allclose(est.eigenvalues_, dense.eigenvalues_, rtol=1e-11)
-    np.testing.assert_allclose(est.transform(X[:4]), dense.transform(X[:4]), atol=1e-10)
-
-
 @pytest.mark.parametrize("case", ["many-components", "inverse-transform", "float32"])
 def test_kernel_pca_packed_gram_edges(case):
     # Nearly every component (the basis does not fit: LAPACK on the whole
