@@ -17,11 +17,13 @@ passes over it (a quarter of a fit at 1000 rows).
 
 The products are scipy's BLAS symv, or where the caller passes ``acc``
 (float64), fastkern's own (``fk_symv.h``: K's triangle read once, in row
-blocks that threads share without changing the result).  The projections
-are BLAS's gemv.  The caller holds scipy's BLAS to one thread.  One step is a few microseconds at a few
-hundred rows, where a Python-level iteration (scipy's ARPACK calls back into
-Python each step) costs more than the product: this loop never returns to
-Python between checks.
+blocks that threads share without changing the result), from the full
+matrix's lower triangle or from the packed upper one (``PackedUpperGram``);
+``product`` is the same product alone.  The projections are BLAS's gemv.
+The caller holds scipy's BLAS to one thread.  One step is a few
+microseconds at a few hundred rows, where a Python-level iteration (scipy's
+ARPACK calls back into Python each step) costs more than the product: this
+loop never returns to Python between checks.
 """
 from cython.parallel cimport parallel, prange
 from libc.math cimport sqrt
@@ -29,10 +31,9 @@ from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemv, dnrm2, dscal, dsymv, sgemv, snrm2, sscal, ssymv
 from cython cimport floating
 
-import numpy as np
-
-
 from fastkern._openmp cimport omp_get_num_threads, omp_get_thread_num
+
+import numpy as np
 
 
 cdef extern from "fk_symv.h" nogil:
