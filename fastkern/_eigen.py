@@ -264,13 +264,11 @@ def symmetric_product(K, x, n_threads=1):
     """K x with lanczos_eigsh's float64 products (fk_symv.h: the same sums on any
     thread count), K a PackedUpperGram or a C-contiguous float64 n x n array
     (its lower triangle read)."""
-    n = K.shape[0]
-    acc = np.empty((_lanczos.PRODUCT_BLOCKS, n))
     x = np.ascontiguousarray(x, dtype=np.float64)
     n_threads = check_n_threads(n_threads)
     if isinstance(K, PackedUpperGram):
-        return _lanczos.product(K.data, x, acc, n_threads, row_start=K.row_start)
-    return _lanczos.product(K, x, acc, n_threads)
+        return _lanczos.product(K.data, x, n_threads, row_start=K.row_start)
+    return _lanczos.product(K, x, n_threads)
 
 
 def lanczos_basis_size(n, k):

@@ -313,9 +313,7 @@ def expand(K, floating[:, ::1] V, floating[:, ::1] H, floating[::1] scratch,
             raise ValueError("a packed K needs float64 and acc")
         data = K
         starts = row_start
-        if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):
-            raise ValueError(f"a packed K of {n} rows needs {n} row starts and the values "
-                             "they address (PackedUpperGram)")
+        _check_packed(data, starts, n)
     if not 0 <= start <= stop or V.shape[0] < stop + 1 or H.shape[0] < stop \
             or H.shape[1] < stop + 1 or scratch.shape[0] < stop or norm.shape[0] < 1 \
             or (centred and scratch.shape[0] < n):
@@ -351,7 +349,14 @@ def expand(K, floating[:, ::1] V, floating[:, ::1] H, floating[::1] scratch,
     return reached
 
 
-def product(K, const double[::1] x, double[:, ::1] acc, int n_threads=1, row_start=None):
+cdef _check_packed(const double[::1] data, const Py_ssize_t[::1] starts, Py_ssize_t n):
+    """Raise unless data and starts hold a packed K of n rows (PackedUpperGram)."""
+    if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):
+        raise ValueError(f"a packed K of {n} rows needs {n} row starts and the values "
+                         "they address (PackedUpperGram)")
+
+
+def product(K, const double[::1] x, int n_threads=1, row_start=None):
     """K x with expand's float64 products (the same sums), K as expand takes it."""
     cdef Py_ssize_t n = x.shape[0]
     cdef const double[:, ::1] full
@@ -367,17 +372,14 @@ def product(K, const double[::1] x, double[:, ::1] acc, int n_threads=1, row_sta
     else:
         data = K
         starts = row_start
-        if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):
-            raise ValueError(f"a packed K of {n} rows needs {n} row starts and the values "
-                             "they address (PackedUpperGram)")
-    if acc.shape[0] != SYMV_BLOCKS or acc.shape[1] != n:
-        raise ValueError(f"acc must be of shape ({SYMV_BLOCKS}, {n})")
+        _check_packed(data, starts, n)
     if n_threads < 1:
         raise ValueError(f"n_threads must be at least 1, got {n_threads}")
     out = np.empty(n)
     if n == 0:
         return out
     cdef double[::1] y = out
+    cdef double[:, ::1] acc = np.empty((SYMV_BLOCKS, n))
     if row_start is None:
         k_p = &full[0, 0]
     else:

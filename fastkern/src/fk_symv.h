@@ -58,6 +58,40 @@ FK_INLINE void fk_sv_panel(const double *const *k, int R, const double *x, ptrdi
 }
 #endif
 
+/* Rows r, ..., r + R - 1 over the columns [c0, c1), none of them the rows'
+ * own: s[q] += K[r + q, j] v[j] and acc[j] += sum_q K[r + q, j] x[q], four
+ * columns at a time (each row's lanes added in a fixed order at the end),
+ * then the rest one by one. */
+FK_INLINE void fk_sv_columns(const double *const *k, int R, const double *x, ptrdiff_t c0,
+                             ptrdiff_t c1, const double *FK_RESTRICT v,
+                             double *FK_RESTRICT acc, double *s)
+{
+    ptrdiff_t c = c0;
+#if defined(__GNUC__)
+    fk_sv_v dot[4];
+    ptrdiff_t cv = c0 + (c1 - c0) / 4 * 4;
+    for (int q = 0; q < 4; q++)
+        dot[q] = (fk_sv_v){0.0, 0.0, 0.0, 0.0};
+    /* A constant row count, so that the row loop unrolls and the sums stay
+     * in registers. */
+    if (R == 4)
+        fk_sv_panel(k, 4, x, c0, cv, v, acc, dot);
+    else
+        fk_sv_panel(k, R, x, c0, cv, v, acc, dot);
+    for (int q = 0; q < R; q++)
+        s[q] += (dot[q][0] + dot[q][1]) + (dot[q][2] + dot[q][3]);
+    c = cv;
+#endif
+    for (ptrdiff_t j = c; j < c1; j++) {
+        double a = acc[j];
+        for (int q = 0; q < R; q++) {
+            s[q] += k[q][j] * v[j];
+            a += k[q][j] * x[q];
+        }
+        acc[j] = a;
+    }
+}
+
 FK_INLINE void fk_symv_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, ptrdiff_t r1,
                                  const double *FK_RESTRICT v, double *FK_RESTRICT acc)
 {
@@ -66,39 +100,13 @@ FK_INLINE void fk_symv_rows_body(const double *K, ptrdiff_t ldk, ptrdiff_t r0, p
         const double *k[4];
         /* Set for all 4, so that the compiler sees none read unset. */
         double x[4] = {0.0, 0.0, 0.0, 0.0}, s[4] = {0.0, 0.0, 0.0, 0.0};
-        ptrdiff_t c = 0;
         for (int q = 0; q < R; q++) {
             k[q] = K + (r + q) * ldk;
             x[q] = v[r + q];
-            s[q] = 0.0;
         }
-#if defined(__GNUC__)
-        {
-            fk_sv_v dot[4];
-            for (int q = 0; q < 4; q++)
-                dot[q] = (fk_sv_v){0.0, 0.0, 0.0, 0.0};
-            c = r / 4 * 4;
-            /* A constant row count, so that the row loop unrolls and the
-             * sums stay in registers. */
-            if (R == 4)
-                fk_sv_panel(k, 4, x, 0, c, v, acc, dot);
-            else
-                fk_sv_panel(k, R, x, 0, c, v, acc, dot);
-            /* The lanes in a fixed order. */
-            for (int q = 0; q < R; q++)
-                s[q] = (dot[q][0] + dot[q][1]) + (dot[q][2] + dot[q][3]);
-        }
-#endif
-        /* The columns left before the rows' own diagonal block, then that
-         * block's lower triangle, in column order. */
-        for (ptrdiff_t j = c; j < r; j++) {
-            double a = acc[j];
-            for (int q = 0; q < R; q++) {
-                s[q] += k[q][j] * v[j];
-                a += k[q][j] * x[q];
-            }
-            acc[j] = a;
-        }
+        /* The columns before the rows' own diagonal block, then that block's
+         * lower triangle, in column order. */
+        fk_sv_columns(k, R, x, 0, r, v, acc, s);
         for (int q = 0; q < R; q++) {
             for (int p = 0; p < q; p++) {
                 s[q] += k[q][r + p] * v[r + p];
@@ -126,7 +134,6 @@ FK_INLINE void fk_symv_upper_rows_body(const double *data, const ptrdiff_t *row_
         const double *k[4];
         /* Set for all 4, so that the compiler sees none read unset. */
         double x[4] = {0.0, 0.0, 0.0, 0.0}, s[4] = {0.0, 0.0, 0.0, 0.0};
-        ptrdiff_t c = r + R;
         for (int q = 0; q < R; q++) {
             k[q] = data + row_start[r + q];
             x[q] = v[r + q];
@@ -137,29 +144,7 @@ FK_INLINE void fk_symv_upper_rows_body(const double *data, const ptrdiff_t *row_
                 s[q] += k[q][r + p] * v[r + p];
                 acc[r + p] += k[q][r + p] * x[q];
             }
-#if defined(__GNUC__)
-        {
-            fk_sv_v dot[4];
-            ptrdiff_t c1 = c + (n - c) / 4 * 4;
-            for (int q = 0; q < 4; q++)
-                dot[q] = (fk_sv_v){0.0, 0.0, 0.0, 0.0};
-            if (R == 4)
-                fk_sv_panel(k, 4, x, c, c1, v, acc, dot);
-            else
-                fk_sv_panel(k, R, x, c, c1, v, acc, dot);
-            for (int q = 0; q < R; q++)
-                s[q] += (dot[q][0] + dot[q][1]) + (dot[q][2] + dot[q][3]);
-            c = c1;
-        }
-#endif
-        for (ptrdiff_t j = c; j < n; j++) {
-            double a = acc[j];
-            for (int q = 0; q < R; q++) {
-                s[q] += k[q][j] * v[j];
-                a += k[q][j] * x[q];
-            }
-            acc[j] = a;
-        }
+        fk_sv_columns(k, R, x, r + R, n, v, acc, s);
         for (int q = 0; q < R; q++)
             acc[r + q] += s[q];
     }
