@@ -155,23 +155,12 @@ QUIET_POLL_S = 0.002
 def _others_running_here():
     """Threads of this process other than the calling one that are running now
     (a BLAS pool's idle workers spinning); 0 where /proc cannot tell."""
-    me = str(threading.get_native_id())
+    from fastkern._threads import _own_running
+
     try:
-        tids = os.listdir("/proc/self/task")
+        return len(_own_running() - {str(threading.get_native_id())})
     except OSError:
         return 0
-    running = 0
-    for tid in tids:
-        if tid == me:
-            continue
-        try:
-            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if stat[stat.rindex(")") + 2:][:1] == "R":
-            running += 1
-    return running
 
 
 def wait_until_quiet(max_s=QUIET_MAX_S):
