@@ -177,12 +177,17 @@ def wait_until_quiet(max_s=QUIET_MAX_S):
 def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, deadline=None):
     """Fastest time of each named callable, the calls interleaved round by round.
 
-    Round r calls them in order, the next round in the reverse order (A B, B A,
-    A B, ...), so each contestant follows itself as often as it follows
-    another: a contestant's idle BLAS or OpenMP threads, still spinning after
-    its call, then slow the others no more than itself, and the fastest call
-    of each is one that started on a quiet machine as far as the others go.
-    Load from other processes hits every contestant alike.
+    Two contestants: round r calls them in order, the next round in the
+    reverse order (A B, B A, A B, ...), so each follows itself as often as it
+    follows the other: a contestant's idle BLAS or OpenMP threads, still
+    spinning after its call, or the memory its call freed, then slow the
+    other no more than itself, and the fastest call of each is one that
+    started on a quiet machine as far as the others go.  More contestants:
+    the first round in the given order, each later one in an order drawn at
+    random (seeded, the same every run), so that each follows every other
+    about equally often; reversing one order would have each follow only
+    its two neighbours in it (a grid's "auto" always after "dense").  Load
+    from other processes hits every contestant alike.
 
     The first round is timed too, and its duration sets the number of rounds:
     as many as fit in `budget` seconds, within [min_rounds, max_rounds]; none
@@ -201,6 +206,7 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     Returns {name: {"time_s": fastest, "rounds": calls, "median_s": median}}.
     """
     names = list(fns)
+    orders = np.random.default_rng(0)
     times = {name: [] for name in names}
     errors = {}
 
@@ -229,7 +235,10 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
         if len(errors) == len(names) or (
                 r >= min_rounds and deadline is not None and time.monotonic() > deadline):
             break
-        one_round(names if r % 2 == 0 else names[::-1])
+        if len(names) <= 2:
+            one_round(names if r % 2 == 0 else names[::-1])
+        else:
+            one_round([names[i] for i in orders.permutation(len(names))])
     out = {}
     for name, ts in times.items():
         if name in errors:

@@ -202,3 +202,28 @@ def test_interleaved_records_a_failing_contestant_and_goes_on():
     assert t["ok"]["time_s"] > 0 and t["ok"]["rounds"] == 3 and "error" not in t["ok"]
     assert _standalone.ratio(None, 1.0) is None and _standalone.ratio(3.0, 2.0) == 1.5
     assert _standalone.errors_of(t) == {"broken": "ValueError: no eigenvalues"}
+
+
+def test_interleaved_varies_who_runs_before_whom():
+    # A grid of solvers: a contestant that always ran right after the same
+    # other one (reverse-order rounds put "auto" after "dense" every time)
+    # would carry that one's leftovers into its fastest time.
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _standalone
+    finally:
+        sys.path.remove(str(BENCH))
+    calls = []
+    names = ["auto", "dense", "arpack", "lanczos", "block"]
+    t = _standalone.interleaved({n: (lambda n=n: calls.append(n)) for n in names},
+                                budget=1.0, min_rounds=30, max_rounds=30)
+    assert all(t[n]["rounds"] == 30 for n in names)
+    rounds = [calls[i:i + len(names)] for i in range(0, len(calls), len(names))]
+    assert rounds[0] == names and all(sorted(r) == sorted(names) for r in rounds)
+    follows = {(a, b) for r in rounds for a, b in zip(r, r[1:])}
+    assert follows == {(a, b) for a in names for b in names if a != b}
+    # Two contestants keep the A B, B A alternation.
+    calls.clear()
+    _standalone.interleaved({n: (lambda n=n: calls.append(n)) for n in names[:2]},
+                            budget=1.0, min_rounds=4, max_rounds=4)
+    assert calls == ["auto", "dense", "dense", "auto", "auto", "dense", "dense", "auto"]
