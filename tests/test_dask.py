@@ -62,6 +62,10 @@ def cluster_client():
 @pytest.fixture
 def client(cluster_client):
     cluster_client.wait_for_workers(2, timeout=RESTART)  # a killed worker may be restarting
+    # A new worker imports fastkern (and scikit-learn) on its first task:
+    # 16 s on a loaded 2-core machine, half a pass's deadline.  Done here, so
+    # that TIMEOUT bounds the passes the tests time, not a worker's start.
+    _within(RESTART, cluster_client.run, exec, "import fastkern._dask", {})
     return cluster_client
 
 
