@@ -1,6 +1,7 @@
 """Smoke test of the stand-alone benchmark scripts of issue 22: each runs with
 --quick in a subprocess and saves a JSON document that
 docs/benchmarks/make_plots.py can read.  No timing is asserted."""
+import importlib
 import json
 import os
 import subprocess
@@ -30,6 +31,15 @@ SCRIPTS = {
     "bench_threads.py": ("threads", {"task", "n", "threads", "time_s", "speedup"}),
     "bench_time_vs_n.py": ("time_vs_n", {"task", "impl", "solver", "n", "time_s"}),
 }
+
+
+def _import_from(folder, name):
+    """The module `name` of `folder` (not a package), sys.path left as it was."""
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(folder))
 
 
 def run_quick(script, path, *extra):
@@ -136,11 +146,7 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
     suite = ROOT / "docs" / "benchmarks" / "data" / "suite-xeon-2core.json"
     if suite.exists():
         (data / suite.name).write_text(suite.read_text())
-    sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
-    try:
-        import make_plots
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "benchmarks"))
+    make_plots = _import_from(ROOT / "docs" / "benchmarks", "make_plots")
     rst = make_plots.build(data, tmp_path / "out").read_text()
     for heading in ("Time against N", "Thread scaling", "Against scikit-learn at every size",
                     "A busy machine", "Parallel grid searches"):
@@ -166,11 +172,7 @@ def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, 
     data.mkdir()
     (data / "threads.json").write_text(json.dumps(short))
     (data / "threads-large-n.json").write_text(json.dumps(long))
-    sys.path.insert(0, str(ROOT / "docs" / "benchmarks"))
-    try:
-        import make_plots
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "benchmarks"))
+    make_plots = _import_from(ROOT / "docs" / "benchmarks", "make_plots")
     rst = make_plots.build(data, tmp_path / "out").read_text()
     heading = "Thread scaling of the matrix-free solver"
     assert heading in rst and "threads-large-n.json" in rst
@@ -183,11 +185,7 @@ def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, 
 
 
 def test_interleaved_records_a_failing_contestant_and_goes_on():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _standalone
-    finally:
-        sys.path.remove(str(BENCH))
+    _standalone = _import_from(BENCH, "_standalone")
     calls = []
 
     def broken():
@@ -208,11 +206,7 @@ def test_interleaved_varies_who_runs_before_whom():
     # A grid of solvers: a contestant that always ran right after the same
     # other one (reverse-order rounds put "auto" after "dense" every time)
     # would carry that one's leftovers into its fastest time.
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _standalone
-    finally:
-        sys.path.remove(str(BENCH))
+    _standalone = _import_from(BENCH, "_standalone")
     calls = []
     names = ["auto", "dense", "arpack", "lanczos", "block"]
     t = _standalone.interleaved({n: (lambda n=n: calls.append(n)) for n in names},

@@ -60,7 +60,7 @@ def test_split_panel_stores_hi_lo_diag_and_row_sums(n, rows, weights):
     assert np.all(err <= 2.0 ** -47 * np.abs(a[iu]) + 1e-45)
     np.testing.assert_allclose(absrow, np.abs(a).sum(axis=1), rtol=4 * n * EPS, atol=0)
     # Each row and column is summed by one thread, in order: the same bits
-    # on any thread count (the mirror reads the panel a tile of columns at a time).
+    # on any thread count.
     for part, other in zip((K, lo, diag, absrow), _split_of(A, rows, s, n_threads=3)):
         np.testing.assert_array_equal(part, other)
 
