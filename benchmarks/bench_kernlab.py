@@ -25,6 +25,7 @@ from fastkern.structured import stringdot
 
 ROUNDS = 3
 GAMMA = 0.05
+QUICK = _harness.bench_scale() < 0.1
 
 
 pytestmark = pytest.mark.skipif(not have_kernlab(), reason="needs Rscript and kernlab")
@@ -54,12 +55,12 @@ def _fastkern_seconds(fn):
 
 
 def _compare(benchmark, tmp_path, name, setup, call, ours):
-    """Alternate kernlab and fastkern twice (once at quick sizes, where only
+    """Alternate kernlab and fastkern twice (once in QUICK mode, where only
     that the comparison runs matters: each Rscript start took seconds on a
     loaded machine), keep each side's fastest time (and the slowest, to show
     how much load from other processes moved them)."""
     r, f = [], []
-    rounds = 1 if _harness.bench_scale() == _harness.QUICK_SCALE else 2
+    rounds = 1 if QUICK else 2
     for _ in range(rounds):
         r += _kernlab_seconds(tmp_path, setup, call)
         f += _fastkern_seconds(ours)

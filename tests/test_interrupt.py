@@ -371,8 +371,8 @@ def _exits_at_once(elapsed, startup):
 
     After an uncaught interrupt Python tears its modules down before it
     kills itself (a garbage collection over everything numpy, scipy and
-    scikit-learn imported: 5-50 s on a loaded 2-core machine, where the same
-    imports at the script's start took 20-40 s), while the interrupted call
+    scikit-learn imported: 5-25 s on a loaded 2-core machine, where the same
+    imports at the script's start took 17-39 s), while the interrupted call
     takes a core beside it; so twice the start's time bounds that teardown.
     Waiting for the call left running takes an hour (see _LAPACK_AT_EXIT)."""
     return elapsed < 0.3 + LATENCY + 2 * startup
