@@ -186,7 +186,7 @@ status=0
 # SIGINT first, so pytest prints what it has; SIGKILL 30 s later if it hangs.
 # shellcheck disable=SC2086
 timeout --signal=INT --kill-after=30 "$budget" \
-    "$python" -m pytest -n "$jobs" -p no:cacheprovider -q --junitxml="$work/junit.xml" ${PYTEST_ARGS:-} \
+    "$python" -m pytest -n "$jobs" -p no:cacheprovider -q --run-slow --junitxml="$work/junit.xml" ${PYTEST_ARGS:-} \
     > "$work/pytest.log" 2>&1 || status=$?
 suite_s=$((SECONDS - start))
 tail -40 "$work/pytest.log"

@@ -1,4 +1,5 @@
 """Helpers shared by the tests and the benchmarks (not part of the public API)."""
+import functools
 import signal
 import threading
 import time
@@ -68,8 +69,12 @@ def raised(fn):
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def have_kernlab():
-    """Whether Rscript with R's kernlab is on this machine (CI has neither)."""
+    """Whether Rscript with R's kernlab is on this machine (CI has neither).
+
+    Asked once per process: each test module asks at collection, and one
+    Rscript start took 6 s on a loaded machine."""
     import shutil
     import subprocess
 

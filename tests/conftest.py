@@ -1,5 +1,5 @@
 """Suite-wide settings: Ctrl-C handling, thread counts for parallel runs (pytest -n),
-and the serial path."""
+the serial path, the slow tier (--run-slow) and a deadline (FASTKERN_TEST_DEADLINE)."""
 import ast
 import functools
 import gc
@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -124,6 +125,32 @@ def no_asyncio_errors_in_module():
     _check_asyncio_errors("before this module's tests, left by an earlier test")
     yield
     _check_asyncio_errors("after this module's tests, when its fixtures closed")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False,
+                     help="also run the tests marked slow: whole programs in subprocesses "
+                          "(command line, benchmarks' quick runs, Ctrl-C, the serial build) "
+                          "and the Dask cluster")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow (a whole program in a subprocess, or a Dask "
+                                   "cluster): run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    # CI's time is capped: past this moment (seconds since the epoch) the
+    # tests not yet started are skipped, and say so, instead of the whole run
+    # being cut off without its summary.
+    deadline = os.environ.get("FASTKERN_TEST_DEADLINE")
+    if deadline and time.time() > float(deadline):
+        pytest.skip("not started: past FASTKERN_TEST_DEADLINE (CI's time budget)")
 
 
 def pytest_configure(config):

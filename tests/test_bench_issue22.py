@@ -68,6 +68,7 @@ def saved(tmp_path_factory):
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))
+@pytest.mark.slow
 def test_quick_run_saves_its_results(script, saved):
     name, row_keys = SCRIPTS[script]
     path, stdout = saved(script)
@@ -111,6 +112,7 @@ def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
     assert all("stages_s" not in r for r in rows if r["task"] != "kpca")
 
 
+@pytest.mark.slow
 def test_busy_leaves_no_competitor_running(tmp_path):
     import psutil
 
@@ -135,6 +137,7 @@ def test_bad_arguments_are_refused(tmp_path):
         assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.slow
 def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
     """make_plots reads every script's saved document beside the suite's."""
     pytest.importorskip("matplotlib")

@@ -127,6 +127,7 @@ def test_failing_peer_is_skipped_with_its_error(monkeypatch):
     assert not any(t == "matvec" for t, _, _ in calls)
 
 
+@pytest.mark.slow
 def test_bench_quick_lists_peers(tmp_path, monkeypatch):
     # The checkout's harness, also when the installed package is tested.
     monkeypatch.setattr(bench_command, "BENCHMARKS", BENCH_DIR)

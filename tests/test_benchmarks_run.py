@@ -24,6 +24,7 @@ _DEADLINE = 1200
 
 
 @pytest.mark.parametrize("name", _BENCH_FILES, ids=[f[:-3] for f in _BENCH_FILES])
+@pytest.mark.slow
 def test_benchmarks_run_quick(tmp_path, name):
     pytest.importorskip("pytest_benchmark")
     env = dict(os.environ, FASTKERN_BENCH_QUICK="1")

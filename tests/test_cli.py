@@ -98,6 +98,7 @@ def blobs():
 # ---------------------------------------------------------------- demo
 
 
+@pytest.mark.slow
 def test_demo(tmp_path):
     png = tmp_path / "fastkern-demo.png"  # the default, in the working directory
     proc = fastkern("demo", "--threads", "1", cwd=tmp_path)
@@ -159,6 +160,7 @@ def demo_shares_match_their_definitions(out):
     assert "not parts of one total" in out
 
 
+@pytest.mark.slow
 def test_demo_is_deterministic_and_checks_its_output_first(tmp_path):
     first = tmp_path / "a" / "demo.png"
     first.parent.mkdir()
@@ -305,6 +307,7 @@ def test_help(cmd, tmp_path):
     assert "--threads" in proc.stdout or not cmd
 
 
+@pytest.mark.slow
 def test_entry_point_in_a_subprocess(tmp_path):
     """`python -m fastkern` itself: help on stdout, a usage error as exit code 2
     with one line on stderr, a run's CSV on stdout."""
@@ -690,6 +693,7 @@ def test_written_files_get_the_usual_mode(tmp_path, blobs):
 # ---------------------------------------------------------------- Ctrl-C
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_without_traceback_or_partial_output(tmp_path):
     """SIGINT mid-fit: one line on stderr, status 130, no --out file and no temporary file.
 
@@ -756,6 +760,7 @@ print("lost", lost)
 """
 
 
+@pytest.mark.slow
 def test_header_scan_lets_ctrl_c_through(tmp_path):
     """The header vote parses every cell; no Ctrl-C may be lost meanwhile.  (A failing
     int(str) in a try block lost 3 of 15 here on CPython 3.11, 11 of 11 in a bare loop.)"""
@@ -795,6 +800,7 @@ def test_default_solver_reports_progress(tmp_path):
     assert any(re.search(r"\d+%, about \S+ left\)$", s) for s in lines), lines
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal(tmp_path):
     """On a terminal: one line redrawn (carriage returns), ending in the
     elapsed time, the percentage and the time left, and no bar otherwise."""
@@ -850,6 +856,7 @@ def test_progress_estimate_of_the_kernel_matrix_stage(monkeypatch):
 
 
 @pytest.mark.parametrize("solver", ["dense", "block_krylov"])
+@pytest.mark.slow
 def test_kernel_matrix_reports_its_fraction_to_the_bar(solver):
     from fastkern import KernelPCA, rbf_kernel
     from fastkern._progress import reporting_progress

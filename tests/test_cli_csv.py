@@ -253,6 +253,7 @@ def test_every_kernel_and_solver_is_offered(tmp_path, measured):
 # ---------------------------------------------------------------- matplotlib is optional
 
 
+@pytest.mark.slow
 def test_no_matplotlib_at_import_time(tmp_path):
     code = ("import sys, fastkern, fastkern.cli\n"
             "from fastkern.cli import bench, cca, demo, kpca, test, _csv, _plot\n"
@@ -271,6 +272,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_without_matplotlib(tmp_path, measured):
     data, _, _, _ = measured
     run = lambda *args: subprocess.run(  # noqa: E731

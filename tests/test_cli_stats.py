@@ -107,6 +107,7 @@ def test_help(tmp_path):
         assert proc.returncode == 0 and "usage: fastkern test" in proc.stdout
 
 
+@pytest.mark.slow
 def test_entry_point_in_a_subprocess(tmp_path, samples):
     _, _, a, b = samples
     proc = fastkern_subprocess("test", "mmd", a, b, "--permutations", 99, cwd=tmp_path)

@@ -271,6 +271,7 @@ def test_subprocess_waits_fail_at_their_deadline_and_kill_the_script(tmp_path):
     assert proc.returncode == -signal.SIGKILL
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     """A script interrupted inside a Gram exits by KeyboardInterrupt, no crash or hang."""
     script = tmp_path / "gram.py"
@@ -291,6 +292,7 @@ def test_keyboard_interrupt_in_subprocess_exits_cleanly(tmp_path):
     assert proc.returncode == 1 or proc.returncode == -signal.SIGINT
 
 
+@pytest.mark.slow
 def test_interrupted_cholesky_leaves_blas_usable_and_exits(tmp_path):
     """After Ctrl-C in KernelRidge's Cholesky, the process fits again and exits.
 
@@ -378,6 +380,7 @@ def _exits_at_once(elapsed, startup):
     return elapsed < 0.3 + LATENCY + 2 * startup
 
 
+@pytest.mark.slow
 def test_uncaught_ctrl_c_in_lapack_ends_the_process_at_once(tmp_path):
     """An uncaught interrupt ends the script as Python does, the traceback
     and then killed by SIGINT, without waiting for the eigh left running
@@ -391,6 +394,7 @@ def test_uncaught_ctrl_c_in_lapack_ends_the_process_at_once(tmp_path):
     assert _exits_at_once(elapsed, startup), (elapsed, startup)
 
 
+@pytest.mark.slow
 def test_caught_ctrl_c_in_lapack_then_a_normal_exit_does_not_crash(tmp_path):
     """A script that catches the interrupt and ends normally: the exit waits
     for the eigh left running instead of unloading OpenBLAS under it (a
@@ -404,6 +408,7 @@ def test_caught_ctrl_c_in_lapack_then_a_normal_exit_does_not_crash(tmp_path):
         assert (status, out.split()) == (0, ["interrupted"]), err
 
 
+@pytest.mark.slow
 def test_cli_ctrl_c_in_lapack_exits_130_at_once(tmp_path):
     """fastkern cca interrupted in its eigh (tens of seconds at n=4000 on one
     thread): one line and status 130 at once; its exit segfaulted (OpenBLAS

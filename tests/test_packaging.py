@@ -72,11 +72,19 @@ def _build(src, **env):
     return run.stdout + run.stderr
 
 
+def _last_opt_flags(log):
+    """The optimisation level each compile command ends with (the one the compiler uses:
+    Python's own CFLAGS, first on the line, carry -O3 too)."""
+    return sorted({re.findall(r"\s(-O\w*)", line)[-1] for line in log.splitlines()
+                   if re.search(r"\s-c\s\S*fastkern", line)})
+
+
 def _compiled(log):
     return sorted(set(re.findall(r"building '(fastkern\.\w+)' extension", log)))
 
 
 @pytest.mark.skipif(not (ROOT / "setup.py").exists(), reason="not a source checkout")
+@pytest.mark.slow
 def test_rebuild_compiles_only_what_changed(tmp_path):
     # pip builds each install in a fresh isolated environment, so every
     # dependency outside fastkern (scipy's .pxd files) is newer than the
@@ -97,6 +105,10 @@ def test_rebuild_compiles_only_what_changed(tmp_path):
     log = _build(src, FASTKERN_NO_OPENMP="1")
     assert "not cythonizing" in log and _compiled(log) == rebuilt, log[-3000:]
     assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == []
+    # So does the quick (-O0) switch.
+    log = _build(src, FASTKERN_NO_OPENMP="1", FASTKERN_QUICK_BUILD="1")
+    assert _compiled(log) == rebuilt and _last_opt_flags(log) == ["-O0"], log[-3000:]
+    assert _compiled(_build(src, FASTKERN_NO_OPENMP="1")) == rebuilt
     # The debug directives change the generated C.
     assert _compiled(_build(src, FASTKERN_NO_OPENMP="1", FASTKERN_DEBUG_CYTHON="1")) == rebuilt
 
