@@ -5,8 +5,10 @@ loop runs, and checks that KeyboardInterrupt comes out of the call soon after
 (the work would otherwise take many seconds), that nothing is left behind
 (threads, memory) and that the next call gives the right answer.  The 0.2 s
 latency target is asserted in benchmarks/bench_interrupt.py; here the bound
-is loose (LATENCY) so a loaded machine cannot make the test flaky, yet
-today's code without batches fails it by seconds.
+is loose (LATENCY), and a try over it is tried again (least_time_to_interrupt),
+so a loaded machine cannot make the test flaky (one try took 2.002 s in CI, on
+a loaded 2-core machine), yet today's code without batches fails it by
+seconds on every try.
 """
 import gc
 import signal
@@ -20,7 +22,7 @@ from sklearn.metrics import pairwise as skp
 
 import fastkern
 from fastkern import _batches
-from fastkern._testing import time_to_interrupt
+from fastkern._testing import least_time_to_interrupt, time_to_interrupt
 from fastkern.large_n import KernelOperator
 
 from _subprocess import finish, read_line, running
@@ -37,6 +39,20 @@ def test_helper_returns_none_when_the_work_ends_first():
     assert time_to_interrupt(lambda: time.sleep(0.01), delay=0.5) is None
 
 
+@pytest.mark.parametrize("latencies, expected", [
+    ([3.0, 0.1, 0.1], 0.1),      # the first try under the bound counts
+    ([3.0, 5.0, 4.0, 0.1], 3.0),  # three tries, all over: the least
+    ([3.0, None, 0.1], None),     # the work ended before the signal
+], ids=["second", "all-over", "finished"])
+def test_least_time_to_interrupt_tries_again_only_over_the_bound(latencies, expected,
+                                                                  monkeypatch):
+    from fastkern import _testing
+
+    left = iter(latencies)
+    monkeypatch.setattr(_testing, "time_to_interrupt", lambda fn, delay: next(left))
+    assert _testing.least_time_to_interrupt(None, 2.0) == expected
+
+
 def test_threaded_lanczos_stops_on_ctrl_c():
     from fastkern._eigen import lanczos_eigsh
 
@@ -45,8 +61,9 @@ def test_threaded_lanczos_stops_on_ctrl_c():
     # threads held in one parallel region between checks.
     K = np.diag(np.linspace(1.0, 1.0 - 1e-3, 2000))
     threads = threading.active_count()
-    latency = time_to_interrupt(lambda: lanczos_eigsh(K, 9, ncv=11, max_iter=10**6,
-                                                      random_state=0, n_threads=2))
+    latency = least_time_to_interrupt(lambda: lanczos_eigsh(K, 9, ncv=11, max_iter=10**6,
+                                                            random_state=0, n_threads=2),
+                                      LATENCY)
     assert latency is not None, "the solver finished before Ctrl-C"
     assert latency < LATENCY
     assert threading.active_count() == threads
@@ -77,7 +94,7 @@ def test_gram_stops_on_ctrl_c(case):
         out = np.empty((3000, 3000))
         call = lambda: fastkern.linear_kernel(X, out=out)  # noqa: E731
     threads = threading.active_count()
-    latency = time_to_interrupt(call)
+    latency = least_time_to_interrupt(call, LATENCY)
     assert latency is not None, "the Gram finished before Ctrl-C: make the case larger"
     assert latency < LATENCY
     assert threading.active_count() == threads
@@ -108,7 +125,7 @@ def test_matrix_free_product_stops_on_ctrl_c():
     X = _wide(60000, 16, np.float64)
     op = KernelOperator(X, kernel="rbf", gamma=0.1)
     V = np.ones((X.shape[0], 8))
-    latency = time_to_interrupt(lambda: op.matmat(V))
+    latency = least_time_to_interrupt(lambda: op.matmat(V), LATENCY)
     assert latency is not None and latency < LATENCY
     # The operator still works: its product matches a dense reference.
     Xs = X[:700]
@@ -159,7 +176,7 @@ def test_centering_stops_on_ctrl_c():
             fastkern.center_gram(K)
             calls["n"] += 1
 
-    latency = time_to_interrupt(work, delay=0.5)
+    latency = least_time_to_interrupt(work, LATENCY, delay=0.5)
     assert latency is not None and latency < LATENCY
     # A centred all-ones matrix is 0; an interrupted pass leaves a prefix of
     # the rows updated and the others as they were: every row is constant.
@@ -457,7 +474,8 @@ def test_subsequence_kernel_stops_on_ctrl_c():
     rng = np.random.default_rng(0)
     X = ["".join(rng.choice(list("acgt"), size=1500)) for _ in range(200)]
     threads = threading.active_count()
-    latency = time_to_interrupt(lambda: Subsequence(k=5, lambda_=0.5)(X), delay=0.5)
+    latency = least_time_to_interrupt(lambda: Subsequence(k=5, lambda_=0.5)(X), LATENCY,
+                                      delay=0.5)
     assert latency is not None and latency < LATENCY
     assert threading.active_count() == threads
     # Still right afterwards, on strings short enough for the definition.
