@@ -137,7 +137,9 @@ def test_idle_openmp_threads_sleep_unless_the_user_asks_them_to_spin(tmp_path):
     gets at least a sixth of a core even when the other tests load the machine."""
     # (In a temporary folder: `python -c` puts the working folder first on
     # sys.path, where a checkout's fastkern/ would shadow the tested one.)
-    assert _idle_cpu_seconds(tmp_path) < 0.05
+    # A second try when the first is over: a burst of load once charged the
+    # sleeping process 0.065 s (CI's debug job); threads that spin fail both.
+    assert _idle_cpu_seconds(tmp_path) < 0.05 or _idle_cpu_seconds(tmp_path) < 0.05
     assert _idle_cpu_seconds(tmp_path, OMP_WAIT_POLICY="active") > 0.15
 
 
