@@ -107,8 +107,12 @@ def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
     for r in kpca:
         stages = r["stages_s"]
         assert list(stages)[:2] == ["validation", "kernel matrix"], stages
-        assert any(name.startswith("eigensolver (") for name in stages), stages
-        assert all(v >= 0 for v in stages.values()) and r["iterations"] >= 1
+        solver = next(name for name in stages if name.startswith("eigensolver ("))
+        assert all(v >= 0 for v in stages.values())
+        # fastkern's own iterative solvers report each iteration; ARPACK (the
+        # choice below 2000 rows on many BLAS threads) and LAPACK report none.
+        reports = solver in ("eigensolver (block_krylov)", "eigensolver (thick_restart_lanczos)")
+        assert (r["iterations"] >= 1) == reports, (solver, r["iterations"])
     assert all("stages_s" not in r for r in rows if r["task"] != "kpca")
 
 
