@@ -9,6 +9,13 @@ itself is added when it is not a power of two), BLAS held to the same count:
 * KernelPCA(5, rbf) fit_transform, N = 16000, d = 16 (eigen_solver "auto"),
   and one more fit per thread count timed stage by stage (validation, the
   kernel matrix, the eigensolver and what follows it) with its iterations;
+* KernelPCA's block product alone (``_centering.gram_matmat_packed``: the
+  packed upper triangle of the same N = 16000 Gram times 8 columns, the block
+  of 5 components), with the rate at which it reads K: the product reads all
+  of K (1 GB) for a few flops per value, so its speed-up is that of the
+  memory bandwidth.  From it and the 1-thread stage split, a note gives the
+  most KernelPCA could gain at the largest count if everything but its
+  products scaled perfectly (see ``fit_bound``);
 * with --large-n: matrix-free KernelPCA(5, rbf), N = 200,000, d = 16, timed
   over a fixed MATFREE_ITERATIONS block iterations (as many passes over K) at
   the smallest and the largest thread count.  A converged fit takes a dozen
@@ -41,12 +48,15 @@ GAMMA = 1.0 / D
 THREADS = (1, 2, 4, 8, 16)
 SIZES = {"gram": 20000, "kpca": 16000, "matfree": 200000}
 QUICK_SIZES = {"gram": 2000, "kpca": 1000, "matfree": 3000}
+# KernelPCA(5)'s block: krylov_block_size(5) columns.
+PRODUCT_COLUMNS = 8
 TARGETS = {"gram": 12.0, "kpca": 10.0, "matfree": 10.0}
 TARGET_THREADS = 16
 # Two block iterations: the first pass (which also gives the row means) and
 # one more, the work every later pass repeats.
 MATFREE_ITERATIONS = 2
 TITLES = {"gram": "RBF Gram into out=", "kpca": "KernelPCA(5)",
+          "product": f"KernelPCA's block product ({PRODUCT_COLUMNS} columns, packed K)",
           "matfree": f"matrix-free KernelPCA(5), {MATFREE_ITERATIONS} iterations"}
 
 
@@ -123,11 +133,60 @@ def stage_split(task, X, t):
             "iterations": sink.iterations}
 
 
+def product_contestants(X, counts):
+    """KernelPCA's block product on c threads for each count c, on one packed
+    Gram (as block_krylov multiplies it, each count with its own accumulators),
+    and the bytes of K each call reads."""
+    from fastkern import _centering
+    from fastkern.pairwise import _upper_triangle_gram
+
+    K = _upper_triangle_gram(X, "rbf", {"gamma": GAMMA}, n_threads=max(counts))
+    V = np.random.default_rng(0).standard_normal((X.shape[0], PRODUCT_COLUMNS))
+    out = np.empty_like(V)
+
+    def run(c):
+        acc = np.empty((c,) + V.shape)
+        return lambda: _centering.gram_matmat_packed(K.data, K.row_start, V, out, acc, c)
+    return {c: run(c) for c in counts}, K.data.nbytes
+
+
+def fit_bound(rows):
+    """The most KernelPCA's fit could gain at the largest thread count if all
+    but its block products scaled perfectly, or None.
+
+    T1 / (P1 / s + (T1 - P1) / T): T1 the fit on one thread, P1 its products
+    (one per iteration of the 1-thread stage split, each timed as the
+    "product" task; the first product is wider, so this undercounts P1 and
+    can only raise the bound), s the product's speed-up at T threads.  Only
+    for block_krylov, whose products these are.
+    """
+    kpca = {r["threads"]: r for r in rows if r["task"] == "kpca" and r["error"] is None}
+    prod = {r["threads"]: r for r in rows if r["task"] == "product" and r["error"] is None}
+    top = max(kpca, default=None)
+    one = kpca.get(1)
+    if (one is None or top is None or top == 1 or top not in prod or 1 not in prod
+            or "eigensolver (block_krylov)" not in one.get("stages_s", {})):
+        return None
+    t1 = one["time_s"]
+    p1 = min(t1, one["iterations"] * prod[1]["time_s"])
+    s = prod[1]["time_s"] / prod[top]["time_s"]
+    bound = t1 / (p1 / s + (t1 - p1) / top)
+    return (f"KernelPCA N={one['n']}: its {one['iterations']} block products take "
+            f"{p1 / t1:.0%} of the 1-thread fit and scale {s:.1f}x to {top} threads (reading "
+            f"K at {prod[1]['read_gb_s']:.1f} GB/s on 1 thread, {prod[top]['read_gb_s']:.1f} on "
+            f"{top}); with everything else scaling {top}x the fit could gain at most "
+            f"{bound:.1f}x")
+
+
 def measure(task, n, counts, budget, min_rounds):
     X, _ = S.make_data(n, D)
     out = np.empty((n, n)) if task == "gram" else None
-    t = S.interleaved({c: contestant(task, X, c, out) for c in counts}, budget=budget,
-                      min_rounds=min_rounds, max_rounds=5)
+    nbytes = None
+    if task == "product":
+        fns, nbytes = product_contestants(X, counts)
+    else:
+        fns = {c: contestant(task, X, c, out) for c in counts}
+    t = S.interleaved(fns, budget=budget, min_rounds=min_rounds, max_rounds=5)
     base = S.ratio(t[counts[0]]["time_s"], 1.0 / counts[0])
     rows = [{"task": task, "n": n, "d": D, "threads": c, "time_s": t[c]["time_s"],
              "rounds": t[c]["rounds"], "speedup": S.ratio(base, t[c]["time_s"]),
@@ -136,6 +195,9 @@ def measure(task, n, counts, budget, min_rounds):
         for row in rows:
             if row["error"] is None:
                 row.update(stage_split(task, X, row["threads"]))
+    if nbytes is not None:
+        for row in rows:
+            row["read_gb_s"] = S.ratio(nbytes / 1e9, row["time_s"])
     return rows
 
 
@@ -171,7 +233,8 @@ def main(argv=None):
             if value < 10:
                 p.error(f"sizes must be at least 10, got {value}")
             sizes[key] = value
-    tasks = ["gram", "kpca"] + (["matfree"] if args.large_n or args.quick else [])
+    sizes["product"] = sizes["kpca"]
+    tasks = ["gram", "kpca", "product"] + (["matfree"] if args.large_n or args.quick else [])
     budget = 0.3 if args.quick else 20.0
 
     info = S.begin()
@@ -198,6 +261,10 @@ def main(argv=None):
             S.say(f"  {task:7s} N={n:<6d} {r['threads']:>3d} threads "
                   f"{S.fmt_time(r['time_s']):>9s}  {S.fmt_ratio(r['speedup'])}{split}")
     elapsed = time.monotonic() - start
+    bound = fit_bound(rows)
+    if bound:
+        notes.append(bound)
+        S.say("  " + bound)
     S.say("\nspeed-up over 1 thread:")
     S.say(S.table(rows, [
         ("task", lambda r: TITLES[r["task"]]), ("N", lambda r: f"{r['n']:,}"),

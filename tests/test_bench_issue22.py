@@ -116,6 +116,33 @@ def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
     assert all("stages_s" not in r for r in rows if r["task"] != "kpca")
 
 
+def test_threads_fit_bound_is_amdahls_law_over_the_products():
+    bench = _import_from(BENCH, "bench_threads")
+    split = {"validation": 0.1, "kernel matrix": 2.0, "eigensolver (block_krylov)": 7.9}
+
+    def rows(solver_stage=split):
+        # A 10 s fit with 5 products of 1 s: half of it; the product 8x faster on 16.
+        return [{"task": "kpca", "n": 16000, "threads": 1, "time_s": 10.0, "error": None,
+                 "stages_s": solver_stage, "iterations": 5},
+                {"task": "kpca", "n": 16000, "threads": 16, "time_s": 1.5, "error": None,
+                 "stages_s": solver_stage, "iterations": 5},
+                {"task": "product", "n": 16000, "threads": 1, "time_s": 1.0, "error": None,
+                 "read_gb_s": 1.0},
+                {"task": "product", "n": 16000, "threads": 16, "time_s": 0.125, "error": None,
+                 "read_gb_s": 8.0}]
+    note = bench.fit_bound(rows())
+    assert note is not None and "50%" in note and "8.0x" in note
+    assert note.endswith(f"{10 / (5 / 8 + 5 / 16):.1f}x")  # 10.7x
+    # Products longer than the fit (a wider first product, noise): all of it.
+    long = rows()
+    long[2]["time_s"] = 3.0
+    long[3]["time_s"] = 3.0 / 8
+    assert bench.fit_bound(long).endswith("at most 8.0x")
+    # Not block_krylov's products, or no 1-thread row: no bound.
+    assert bench.fit_bound(rows({"validation": 0.1, "eigensolver (arpack)": 9.9})) is None
+    assert bench.fit_bound([r for r in rows() if r["threads"] != 1]) is None
+
+
 @pytest.mark.slow
 def test_busy_leaves_no_competitor_running(tmp_path):
     import psutil

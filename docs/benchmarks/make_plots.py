@@ -237,6 +237,7 @@ def _figure(name, alt):
 SCRIPTS = ("time_vs_n", "threads", "sizes", "busy", "gridsearch", "kernlab")
 SCRIPT_TASKS = {"kpca": "KernelPCA", "ridge": "KernelRidge", "rbf": "rbf_kernel",
                 "gram": "RBF Gram into out=", "matfree": "matrix-free KernelPCA, fixed iterations",
+                "product": "KernelPCA's block product (8 columns)",
                 "kcca": "KernelCCA", "inchol": "incomplete Cholesky",
                 "kpca_pipeline": "KernelPCA + LogisticRegression",
                 "kpca_auto": "eigen_solver='auto'"}
