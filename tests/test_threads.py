@@ -213,11 +213,16 @@ def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
     # machine's other load changed between the two windows.
     stop = time.monotonic() + 5
     started = threading.Event()
+    X = np.random.default_rng(0).standard_normal((400, 8))
 
     def spin():
+        # Busy without the GIL (a one-thread Gram releases it): a thread
+        # spinning in Python waits for the GIL, asleep, whenever the main
+        # thread holds it, and that failed on 16 loaded cores (7 of 20
+        # readings saw it running).
         started.set()
         while time.monotonic() < stop:
-            pass
+            fastkern.rbf_kernel(X, n_threads=1)
 
     mine = threading.Thread(target=spin)
     mine.start()
