@@ -257,6 +257,11 @@ _limits = _SharedLimits()
 _workers = set()
 _deferred = []
 _workers_lock = threading.Lock()
+# The kernel thread ids of workers whose caller stopped waiting (Ctrl-C):
+# what _at_exit waits for, to the end of the thread (see there).
+_abandoned = []
+# _at_exit's longest wait for those threads to end, once their calls returned.
+EXIT_WAIT_S = 10.0
 
 
 def _wait_for_workers():
@@ -551,6 +556,27 @@ def _at_exit():
     itself by SIGINT after atexit, before any library is unloaded."""
     if not isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
         _wait_for_workers()
+        _wait_for_thread_ends(time.monotonic() + EXIT_WAIT_S)
+
+
+def _wait_for_thread_ends(deadline):
+    """Wait until the abandoned workers' threads have ended, as the kernel
+    sees them (their /proc/self/task entries gone), or until `deadline`.
+
+    A worker leaves _workers when its call returns, but its thread goes on:
+    it still needs the GIL to finish, and its OpenBLAS buffers are freed by
+    the thread's exit.  An exit that went on from there finalised the
+    interpreter beside it: once in a few runs OpenBLAS printed "Bad memory
+    unallocation!" and the process died of SIGSEGV.  Sleeping here lets the
+    thread take the GIL and end first.  Without /proc (not Linux), nothing to
+    wait on: Thread.join cannot be trusted after an interrupted join
+    (bpo-45274).
+    """
+    with _workers_lock:
+        tids = list(_abandoned)
+    for tid in tids:
+        while os.path.exists(f"/proc/self/task/{tid}") and time.monotonic() < deadline:
+            time.sleep(0.002)
 
 
 def interruptible(fn, *args, work=None, **kwargs):
@@ -599,8 +625,15 @@ def interruptible(fn, *args, work=None, **kwargs):
             with _workers_lock:
                 _workers.discard(worker)
         raise
-    while worker.is_alive():
-        worker.join(0.05)
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+    except BaseException:
+        with _workers_lock:
+            # Ended threads' ids go first: the kernel may give one to a new thread.
+            _abandoned[:] = [t for t in _abandoned if os.path.exists(f"/proc/self/task/{t}")]
+            _abandoned.append(worker.native_id)
+        raise
     if "error" in box:
         raise box.pop("error")
     return box["value"]

@@ -211,17 +211,19 @@ def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
     # leaves them out (the test below checks that arithmetic).  Comparing
     # others_running() with and without a spinning thread failed in CI: the
     # machine's other load changed between the two windows.
-    stop = time.monotonic() + 5
-    started = threading.Event()
-    X = np.random.default_rng(0).standard_normal((400, 8))
+    started, done = threading.Event(), threading.Event()
+    X = np.random.default_rng(0).standard_normal((1500, 8))
 
     def spin():
-        # Busy without the GIL (a one-thread Gram releases it): a thread
-        # spinning in Python waits for the GIL, asleep, whenever the main
-        # thread holds it, and that failed on 16 loaded cores (7 of 20
-        # readings saw it running).
+        # Busy without the GIL (a one-thread Gram releases it for tens of
+        # ms): a thread spinning in Python waits for the GIL, asleep,
+        # whenever the main thread holds it, and that failed on 16 loaded
+        # cores (7 of 20 readings saw it running); with a 400-row Gram, 4 of
+        # 20 on 2 loaded cores.
+        # It spins until the readings are over, however long they take: a
+        # 5 s clock ran out after 3-4 readings on 2 loaded cores.
         started.set()
-        while time.monotonic() < stop:
+        while not done.is_set():
             fastkern.rbf_kernel(X, n_threads=1)
 
     mine = threading.Thread(target=spin)
@@ -231,7 +233,7 @@ def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
         tid = str(mine.native_id)
         own = [tid in _threads._own_running() for _ in range(20)]
     finally:
-        stop = time.monotonic()
+        done.set()
         mine.join(10)
     assert sum(own) > len(own) // 2, own
     # A busy process is seen, at least in most readings over up to 5 s (a
@@ -298,6 +300,48 @@ def test_interruptible_runs_small_calls_in_place_and_large_ones_aside():
     assert thread is threading.main_thread() and total == (side + 1) ** 2
     thread, _ = interruptible(where, large, work=INTERRUPTIBLE_WORK * 1.01)
     assert thread is not threading.main_thread()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_exit_waits_for_an_interrupted_calls_thread_to_end():
+    # The interpreter's exit must not run beside the worker that an
+    # interrupted call left behind, even once the call has returned: the
+    # thread still ends (takes the GIL, frees its OpenBLAS buffers), and an
+    # exit beside that died of SIGSEGV once in a few runs.  Here the thread's
+    # end takes 0.5 s after its call returns (a thread-local's __del__).
+    import _thread
+    import threading
+    import time
+
+    from fastkern._threads import INTERRUPTIBLE_IN_PLACE, interruptible
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("Ctrl-C reaches the main thread only")
+    release = threading.Event()
+    local = threading.local()
+
+    class SlowEnd:
+        def __del__(self):
+            time.sleep(0.5)
+
+    def call(a):
+        local.end = SlowEnd()
+        release.wait(60)
+        return a.size
+
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        interruptible(call, np.ones(INTERRUPTIBLE_IN_PLACE + 1))
+    timer.join()
+    worker = next(t for t in threading.enumerate() if t.name == "fastkern-lapack")
+    tid = worker.native_id
+    assert os.path.exists(f"/proc/self/task/{tid}")
+    release.set()
+    started = time.monotonic()
+    _threads._at_exit()
+    assert not os.path.exists(f"/proc/self/task/{tid}")
+    assert time.monotonic() - started < 0.5 + 5  # not the 10 s deadline
 
 
 def test_one_kernel_spec_serves_every_thread_count():
