@@ -566,9 +566,10 @@ def _wait_for_thread_ends(deadline):
     A worker leaves _workers when its call returns, but its thread goes on:
     it still needs the GIL to finish, and its OpenBLAS buffers are freed by
     the thread's exit.  An exit that went on from there finalised the
-    interpreter beside it: once in a few runs OpenBLAS printed "Bad memory
-    unallocation!" and the process died of SIGSEGV.  Sleeping here lets the
-    thread take the GIL and end first.  Without /proc (not Linux), nothing to
+    interpreter beside it: the suspected cause of a crash seen once in a few
+    runs (OpenBLAS printed "Bad memory unallocation!", then SIGSEGV), not
+    reproduced at will.  Sleeping here lets the thread take the GIL and end
+    first.  Without /proc (not Linux), nothing to
     wait on: Thread.join cannot be trusted after an interrupted join
     (bpo-45274).
     """
