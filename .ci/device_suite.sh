@@ -36,9 +36,10 @@
 # these arguments after the suite, e.g. "--large-n", its JSON to
 # $OUT/threads.json), BENCH_BUDGET_S (default 300).
 #
-# Measured on the 16-core device (2026-11-26): the checks and build 29-32 s,
-# the whole suite 156 s on 16 workers, bench_threads.py 29 s of measuring
-# and --large-n 168 s more.  So one call of about 7 minutes does all three:
+# Measured on the 16-core device: the checks and build 29-36 s, the whole
+# suite with the slow tier 150-168 s on 16 workers, bench_threads.py 39 s of
+# measuring and --large-n 168 s more; the machine's start about 40 s.  So
+# one call of about 7 minutes does all three:
 #   run(command="BUDGET_S=200 BENCH_THREADS=--large-n bash .ci/device_suite.sh",
 #       carry=[".ci/wheelhouse"], timeout_s=540)
 set -euo pipefail
