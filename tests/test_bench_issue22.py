@@ -113,6 +113,11 @@ def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
         # choice below 2000 rows on many BLAS threads) and LAPACK report none.
         reports = solver in ("eigensolver (block_krylov)", "eigensolver (thick_restart_lanczos)")
         assert (r["iterations"] >= 1) == reports, (solver, r["iterations"])
+        # The mean time of an iteration after the first: within the solver's stage.
+        if r["iterations"] >= 2:
+            assert 0 < r["iteration_s"] <= stages[solver]
+        else:
+            assert r["iteration_s"] is None
     assert all("stages_s" not in r for r in rows if r["task"] != "kpca")
 
 

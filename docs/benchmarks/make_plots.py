@@ -375,6 +375,14 @@ def section_time_vs_n(doc, out_dir, h):
     return lines + _notes(doc)
 
 
+def _iterations(row):
+    """A stage split's iterations, and their mean time when the run saved it."""
+    text = f"{row['iterations']} iterations"
+    if row.get("iteration_s"):
+        text += f", {_time(row['iteration_s'])} each after the first"
+    return text
+
+
 def section_threads(doc, out_dir, h):
     kind = script_kind(doc)
     results = doc["results"]
@@ -402,7 +410,7 @@ def section_threads(doc, out_dir, h):
         # KernelPCA's extra fit per thread count, stage by stage.
         head += ("stages of one more fit",)
         rows = [row + ("; ".join(f"{name} {_time(v)}" for name, v in r["stages_s"].items())
-                       + f" ({r['iterations']} iterations)" if r.get("stages_s") else "-",)
+                       + f" ({_iterations(r)})" if r.get("stages_s") else "-",)
                 for row, r in zip(rows, results)]
     lines += _list_table(head, rows)
     return lines + _notes(doc)
