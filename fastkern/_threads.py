@@ -569,15 +569,19 @@ def _wait_for_thread_ends(deadline):
     interpreter beside it: the suspected cause of a crash seen once in a few
     runs (OpenBLAS printed "Bad memory unallocation!", then SIGSEGV), not
     reproduced at will.  Sleeping here lets the thread take the GIL and end
-    first.  Without /proc (not Linux), nothing to
-    wait on: Thread.join cannot be trusted after an interrupted join
-    (bpo-45274).
+    first.  Without /proc (not Linux), nothing to wait on: Thread.join
+    cannot be trusted after an interrupted join (bpo-45274).
     """
     with _workers_lock:
         tids = list(_abandoned)
     for tid in tids:
-        while os.path.exists(f"/proc/self/task/{tid}") and time.monotonic() < deadline:
+        while _thread_exists(tid) and time.monotonic() < deadline:
             time.sleep(0.002)
+
+
+def _thread_exists(tid):
+    """Whether this process has a thread of kernel id tid (False without /proc)."""
+    return os.path.exists(f"/proc/self/task/{tid}")
 
 
 def interruptible(fn, *args, work=None, **kwargs):
@@ -632,7 +636,7 @@ def interruptible(fn, *args, work=None, **kwargs):
     except BaseException:
         with _workers_lock:
             # Ended threads' ids go first: the kernel may give one to a new thread.
-            _abandoned[:] = [t for t in _abandoned if os.path.exists(f"/proc/self/task/{t}")]
+            _abandoned[:] = [t for t in _abandoned if _thread_exists(t)]
             _abandoned.append(worker.native_id)
         raise
     if "error" in box:

@@ -218,10 +218,9 @@ def test_others_running_sees_a_busy_process_and_not_this_ones_threads():
         # Busy without the GIL (a one-thread Gram releases it for tens of
         # ms): a thread spinning in Python waits for the GIL, asleep,
         # whenever the main thread holds it, and that failed on 16 loaded
-        # cores (7 of 20 readings saw it running); with a 400-row Gram, 4 of
-        # 20 on 2 loaded cores.
-        # It spins until the readings are over, however long they take: a
-        # 5 s clock ran out after 3-4 readings on 2 loaded cores.
+        # cores (7 of 20 readings saw it running).  It spins until the
+        # readings are over, however long they take: a 5 s clock ran out
+        # after 3-4 readings on 2 loaded cores.
         started.set()
         while not done.is_set():
             fastkern.rbf_kernel(X, n_threads=1)
@@ -307,8 +306,8 @@ def test_exit_waits_for_an_interrupted_calls_thread_to_end():
     # The interpreter's exit must not run beside the worker that an
     # interrupted call left behind, even once the call has returned: the
     # thread still ends (takes the GIL, frees its OpenBLAS buffers), and an
-    # exit beside that died of SIGSEGV once in a few runs.  Here the thread's
-    # end takes 0.5 s after its call returns (a thread-local's __del__).
+    # exit beside that is the suspected cause of a rare SIGSEGV.  Here the
+    # thread's end takes 0.5 s after its call returns (a thread-local's __del__).
     import _thread
     import threading
     import time
@@ -319,12 +318,14 @@ def test_exit_waits_for_an_interrupted_calls_thread_to_end():
         pytest.skip("Ctrl-C reaches the main thread only")
     release = threading.Event()
     local = threading.local()
+    tids = []
 
     class SlowEnd:
         def __del__(self):
             time.sleep(0.5)
 
     def call(a):
+        tids.append(threading.get_native_id())
         local.end = SlowEnd()
         release.wait(60)
         return a.size
@@ -334,8 +335,7 @@ def test_exit_waits_for_an_interrupted_calls_thread_to_end():
     with pytest.raises(KeyboardInterrupt):
         interruptible(call, np.ones(INTERRUPTIBLE_IN_PLACE + 1))
     timer.join()
-    worker = next(t for t in threading.enumerate() if t.name == "fastkern-lapack")
-    tid = worker.native_id
+    tid, = tids
     assert os.path.exists(f"/proc/self/task/{tid}")
     release.set()
     started = time.monotonic()
