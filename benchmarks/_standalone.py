@@ -147,6 +147,9 @@ def make_data(n, d, seed=0):
 # ---------------------------------------------------------------- timing
 
 
+# interleaved: how many times its budget a cell may run when calls stall.
+STALL_BUDGETS = 5
+
 # How long "quiet" settling waits at most, and how often it looks.
 QUIET_MAX_S = 0.3
 QUIET_POLL_S = 0.002
@@ -189,9 +192,13 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     its two neighbours in it (a grid's "auto" always after "dense").  Load
     from other processes hits every contestant alike.
 
-    The first round is timed too, and its duration sets the number of rounds:
-    as many as fit in `budget` seconds, within [min_rounds, max_rounds]; none
-    after `deadline` (a time.monotonic() value) beyond min_rounds.
+    The first round is timed too.  The number of rounds is as many as fit in
+    `budget` seconds at each contestant's fastest call so far (estimated again
+    after every round), within [min_rounds, max_rounds]: a call stalled by the
+    host (this VM pauses a process for 0.3-0.6 s now and then) must not cut a
+    cell to min_rounds, when more rounds are what finds its true time.  Beyond
+    min_rounds, no round starts once the cell has run STALL_BUDGETS times its
+    budget, or after `deadline` (a time.monotonic() value).
 
     settle: seconds slept before each call, or "quiet": wait until no other
     thread of this process runs (wait_until_quiet).  A peer's OpenBLAS
@@ -227,18 +234,23 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
                 continue
             times[name].append(time.perf_counter() - t0)
 
+    def rounds_wanted():
+        per_round = sum(min(t) for t in times.values() if t)
+        rounds = max_rounds if per_round <= 0 else int(budget // per_round)
+        return max(min_rounds, min(max_rounds, rounds))
+
+    start = time.monotonic()
     one_round(names)
-    per_round = sum(t[0] for t in times.values() if t)
-    rounds = max_rounds if per_round <= 0 else int(budget // per_round)
-    rounds = max(min_rounds, min(max_rounds, rounds))
-    for r in range(1, rounds):
-        if len(errors) == len(names) or (
-                r >= min_rounds and deadline is not None and time.monotonic() > deadline):
+    r = 1
+    while r < rounds_wanted() and len(errors) < len(names):
+        if r >= min_rounds and (time.monotonic() - start > STALL_BUDGETS * budget
+                                or (deadline is not None and time.monotonic() > deadline)):
             break
         if len(names) <= 2:
             one_round(names if r % 2 == 0 else names[::-1])
         else:
             one_round([names[i] for i in orders.permutation(len(names))])
+        r += 1
     out = {}
     for name, ts in times.items():
         if name in errors:

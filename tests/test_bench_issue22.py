@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,40 @@ def test_interleaved_records_a_failing_contestant_and_goes_on():
     assert t["ok"]["time_s"] > 0 and t["ok"]["rounds"] == 3 and "error" not in t["ok"]
     assert _standalone.ratio(None, 1.0) is None and _standalone.ratio(3.0, 2.0) == 1.5
     assert _standalone.errors_of(t) == {"broken": "ValueError: no eigenvalues"}
+
+
+def test_interleaved_rounds_follow_the_fastest_calls_not_a_stalled_first_one():
+    # The host pauses this VM's processes for 0.3-0.6 s now and then: a
+    # stalled first call must not cut the cell to min_rounds (the saved auto
+    # grid had 2 rounds at 2000 rows, its ratio then 1.33x for the same solver).
+    _standalone = _import_from(BENCH, "_standalone")
+    calls = []
+
+    def stalls_once():
+        calls.append("a")
+        if len(calls) == 1:
+            time.sleep(0.3)
+
+    t = _standalone.interleaved({"a": stalls_once, "b": lambda: None},
+                                budget=0.2, min_rounds=2, max_rounds=9)
+    assert t["a"]["rounds"] == t["b"]["rounds"] == 9
+    assert t["a"]["time_s"] < 0.1
+
+
+def test_interleaved_ends_a_cell_whose_calls_keep_stalling():
+    # ... and one fast call among stalled ones does not run max_rounds of
+    # them: the cell ends at STALL_BUDGETS times its budget (after min_rounds).
+    _standalone = _import_from(BENCH, "_standalone")
+    calls = []
+
+    def fast_once():
+        calls.append(1)
+        time.sleep(0.001 if len(calls) == 1 else 0.05)
+
+    t = _standalone.interleaved({"a": fast_once}, budget=0.02, min_rounds=2, max_rounds=20)
+    stop = _standalone.STALL_BUDGETS * 0.02
+    # Rounds start while under `stop`: at most one 0.05 s round beyond it.
+    assert 2 <= t["a"]["rounds"] <= 2 + int(stop / 0.05) + 1 < 20
 
 
 def test_interleaved_varies_who_runs_before_whom():
