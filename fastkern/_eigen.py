@@ -133,8 +133,6 @@ def krylov_basis(n, block_size, max_blocks=None):
     return V, W
 
 
-
-
 # Largest n for which top_eigh's fallback uses syevd (2 n^2 doubles: 128 MB).
 _SYEVD_MAX_N = 2896
 
