@@ -195,8 +195,9 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     The first round is timed too.  The number of rounds is as many as fit in
     `budget` seconds at each contestant's fastest call so far (estimated again
     after every round), within [min_rounds, max_rounds]: a call stalled by the
-    host (this VM pauses a process for 0.3-0.6 s now and then) must not cut a
-    cell to min_rounds, when more rounds are what finds its true time.  Beyond
+    host (this VM pauses a process for tenths of a second, at worst several
+    times a second) must not cut a cell to min_rounds, when more rounds are
+    what finds its true time.  Beyond
     min_rounds, no round starts once the cell has run STALL_BUDGETS times its
     budget, or after `deadline` (a time.monotonic() value).
 
