@@ -80,6 +80,6 @@ for M, name in [(K_rbf, "uncentred"), (K_rbf_centred, "centred")]:
 axes[2].set_xlabel("eigenvalue index")
 axes[2].set_xticks([1, 5, 10, 15])
 axes[2].set_title("leading eigenvalues")
-axes[2].legend()
+axes[2].legend(loc="upper right")
 fig.tight_layout()
 plt.show()

@@ -61,6 +61,6 @@ for col, (y, res, title) in enumerate([(y_dependent, dependent, "y = x$^2$ + noi
     axes[1, col].axvline(res.statistic, color="C3", linewidth=2, label="observed HSIC")
     axes[1, col].set_title(f"p = {res.pvalue:.4f}")
     axes[1, col].set_xlabel("unbiased HSIC")
-axes[1, 0].legend()
+axes[1, 0].legend(loc="lower center")
 fig.tight_layout()
 plt.show()

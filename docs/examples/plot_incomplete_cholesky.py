@@ -93,6 +93,6 @@ for ax, title in zip(axes, ["largest entry", "relative trace",
     ax.set_xlabel("rank k")
     ax.axhline(1e-8, color="gray", linestyle=":")
 axes[0].set_ylabel("error of $G_k G_k^T$")
-axes[0].legend()
+axes[0].legend(loc="lower right")
 fig.tight_layout()
 plt.show()

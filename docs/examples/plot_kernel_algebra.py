@@ -83,6 +83,6 @@ for (name, model), colour in zip(fits.items(), ["C0", "C3"]):
     ax.plot(X_plot[:, 0], model.predict(X_plot), color=colour, label=name)
 ax.axvspan(10, 14, color="0.9", zorder=0)
 ax.set_title("extrapolation (shaded: no data)")
-ax.legend(fontsize=8)
+ax.legend(loc="upper left", fontsize=8)
 fig.tight_layout()
 plt.show()

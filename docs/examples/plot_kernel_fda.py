@@ -67,7 +67,7 @@ for ax, model, title in [(axes[0], lda, "linear discriminant"),
 axes[1].axvline(kfda.centroids_[:, 0].mean(), color="k", linestyle="--",
                 label="decision boundary")
 axes[0].set_ylabel("held-out tumours")
-axes[1].legend()
+axes[1].legend(loc="upper right")
 fig.tight_layout()
 plt.show()
 

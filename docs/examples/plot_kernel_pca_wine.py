@@ -60,7 +60,7 @@ for ax, Z, title in [(axes[0], Z_linear, "linear PCA"),
     ax.set_title(title)
     ax.set_xlabel("component 1")
     ax.set_ylabel("component 2")
-axes[0].legend()
+axes[0].legend(loc="lower left")
 fig.tight_layout()
 
 # %%

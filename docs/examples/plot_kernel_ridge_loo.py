@@ -57,7 +57,7 @@ ax.axhline(0.09, color="gray", linestyle=":", label="noise variance")
 ax.set_xlabel("alpha")
 ax.set_ylabel("mean squared leave-one-out error")
 ax.set_title("Leave-one-out error against alpha")
-ax.legend()
+ax.legend(loc="upper left")
 fig.tight_layout()
 
 # %%
@@ -75,6 +75,6 @@ ax.plot(X_plot[:, 0], np.sin(3 * X_plot[:, 0]) + 0.5 * X_plot[:, 0], "k--",
 ax.plot(X_plot[:, 0], best.predict(X_plot), color="C3",
         label=f"gamma={best_gamma:g}, alpha={best.alpha_:.1e}")
 ax.set_title("Selected model")
-ax.legend()
+ax.legend(loc="upper left")
 fig.tight_layout()
 plt.show()

@@ -62,7 +62,7 @@ for ax, model, title in [(axes[0], kpca, "KernelPCA (unsupervised)"),
     ax.set_title(title)
     ax.set_xlabel("direction 1")
     ax.set_ylabel("direction 2")
-axes[0].legend()
+axes[0].legend(loc="upper right")
 fig.suptitle("Held-out wines embedded by models fitted on the other half")
 fig.tight_layout()
 plt.show()

@@ -72,7 +72,7 @@ for ax, res, title in [(axes[0], different, "Gaussian vs uniform"),
     ax.set_title(f"{title}: p = {res.pvalue:.3f}")
     ax.set_xlabel("unbiased MMD$^2$")
 axes[0].set_ylabel("permutations")
-axes[0].legend()
+axes[0].legend(loc="upper center")
 fig.tight_layout()
 
 # %%
@@ -84,5 +84,5 @@ fig, ax = plt.subplots(figsize=(4.5, 4.5))
 ax.scatter(*X.T, s=8, label="X: Gaussian")
 ax.scatter(*Y_uniform.T, s=8, label="Y: uniform")
 ax.set_aspect("equal")
-ax.legend()
+ax.legend(loc="upper left")
 plt.show()

@@ -66,6 +66,6 @@ axes[1].semilogx(landmarks, accuracy, "o-", label="ridge classifier on Nystroem 
 axes[1].axhline(exact, color="k", linestyle="--", label="exact RBF SVM")
 axes[1].set_xlabel("landmarks m")
 axes[1].set_ylabel("held-out accuracy")
-axes[1].legend()
+axes[1].legend(loc="lower right")
 fig.tight_layout()
 plt.show()

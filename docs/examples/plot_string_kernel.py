@@ -74,7 +74,7 @@ for label, name in [(0, "random"), (1, "with motif")]:
 ax.set_xlabel("component 1")
 ax.set_ylabel("component 2")
 ax.set_title("Kernel PCA with the spectrum kernel")
-ax.legend()
+ax.legend(loc="upper right")
 fig.tight_layout()
 
 # %%
@@ -99,5 +99,5 @@ ax.axvline(len(motif), color="gray", linestyle=":", label="motif length")
 ax.set_xlabel("k")
 ax.set_ylabel("cross-validated SVM accuracy")
 ax.set_ylim(0.4, 1.02)
-ax.legend()
+ax.legend(loc="lower left")
 plt.show()
