@@ -181,6 +181,38 @@ def test_a_few_classes_get_a_legend(tmp_path, measured, monkeypatch):
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["down", "up"]
 
 
+
+def test_slow_legend_placement_does_not_warn(tmp_path, monkeypatch):
+    """matplotlib warns when placing a loc="best" legend took over a second, as
+    on a stalled machine; the figure is still right, so the user is not told."""
+    pytest.importorskip("matplotlib")
+    import warnings
+
+    from matplotlib.legend import Legend
+
+    from fastkern.cli import _common, _plot
+
+    place = Legend._find_best_position
+
+    def slow(self, *args, **kwargs):
+        warnings.warn('Creating legend with loc="best" can be slow with large amounts '
+                      'of data.', UserWarning, stacklevel=2)
+        return place(self, *args, **kwargs)
+    monkeypatch.setattr(Legend, "_find_best_position", slow)
+    plt = _plot.pyplot()
+    fig, ax = plt.subplots()
+    _plot.scatter(fig, ax, np.arange(8.0).reshape(4, 2), np.array(["a", "b", "a", "b"]),
+                  "title", "x", "y", label_title="cls")
+    out = _common.Output(str(tmp_path / "p.png"), "--plot", plot=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _plot.save(fig, out)
+    out.commit()
+    plt.close(fig)
+    assert not [w for w in caught if "legend" in str(w.message)], [str(w.message) for w in caught]
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
 # ---------------------------------------------------------------- item 13
 
 

@@ -111,6 +111,11 @@ def save(fig, out):
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout()
     try:
-        fig.savefig(out.tmp, dpi=120, format=out.format, metadata=_metadata(out.format))
+        with warnings.catch_warnings():
+            # matplotlib warns when placing a loc="best" legend took over a second,
+            # which a busy machine alone can cause; the figure is right either way.
+            warnings.filterwarnings("ignore", message='Creating legend with loc="best"',
+                                    category=UserWarning)
+            fig.savefig(out.tmp, dpi=120, format=out.format, metadata=_metadata(out.format))
     except OSError as exc:
         raise CLIError(f"cannot write {out.option} {out.path}: {exc.strerror or exc}") from None
