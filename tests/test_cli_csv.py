@@ -181,7 +181,6 @@ def test_a_few_classes_get_a_legend(tmp_path, measured, monkeypatch):
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["down", "up"]
 
 
-
 def test_slow_legend_placement_does_not_warn(tmp_path, monkeypatch):
     """matplotlib warns when placing a loc="best" legend took over a second, as
     on a stalled machine; the figure is still right, so the user is not told."""
