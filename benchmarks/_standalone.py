@@ -8,7 +8,8 @@ table and saves a JSON document that docs/benchmarks/make_plots.py reads:
     {"benchmark": "sizes" | "busy" | "gridsearch" | "threads" | "time_vs_n",
      "format": 1, "quick": false, "command": "...", "created": "2026-...Z",
      "host": {"cpu": ..., "memory": ..., "commit": ...},
-     "machine": {versions, cores, fastkern's threads, "blas": threadpoolctl's entries, ...},
+     "machine": {versions, cores, fastkern's threads, "blas": threadpoolctl's entries,
+                 "steadiness": {"start": ..., "end": ...}, ...},
      "settings": {...}, "results": [one dict per measurement], "notes": [...]}
 
 The scripts import this module as ``_standalone``: run as scripts, their
@@ -131,6 +132,68 @@ def describe(info):
             f"{info['fastkern']} with {info['n_threads']} threads, idle OpenMP threads: "
             f"{info.get('wait_policy', '?')}\nBLAS: {blas}\nPython {info['python']}, NumPy "
             f"{info['numpy']}, SciPy {info['scipy']}, scikit-learn {info['sklearn']}")
+
+
+# steadiness: how long a fixed unit of pure-Python work is timed back to back,
+# and how much longer than its fastest time a unit must take to count as a pause.
+STEADY_S = 1.0
+PAUSE_S = 0.05
+
+
+def _unit_of_work():
+    return sum(range(200_000))
+
+
+def steadiness(seconds=None, clock=time.perf_counter):
+    """How steadily this process held a core: a fixed unit of pure-Python work (a few
+    milliseconds) timed back to back for `seconds` (None: STEADY_S), at least 10 times.
+
+    A host that stalls the process (a VM descheduled by its hypervisor; seen on
+    the 2-core development VM: pauses of 20-600 ms, several a second, for whole
+    sessions) makes the times of that moment meaningless, and the process's
+    CPU time goes on counting through a pause, so only wall time shows it.
+    Returns {"unit_ms": the fastest unit, "p90_ms", "longest_ms", "pauses":
+    units that took PAUSE_S longer than the fastest, "pause_ms": PAUSE_S in ms,
+    "seconds": how long it ran}.
+    """
+    if seconds is None:
+        seconds = STEADY_S
+    times = []
+    start = clock()
+    while True:
+        t0 = clock()
+        _unit_of_work()
+        t1 = clock()
+        times.append(t1 - t0)
+        if t1 - start >= seconds and len(times) >= 10:
+            break
+    times.sort()
+    fastest = times[0]
+    return {"unit_ms": round(fastest * 1e3, 3),
+            "p90_ms": round(times[int(0.9 * (len(times) - 1))] * 1e3, 3),
+            "longest_ms": round(times[-1] * 1e3, 3),
+            "pauses": sum(t - fastest > PAUSE_S for t in times),
+            "pause_ms": PAUSE_S * 1e3, "seconds": round(t1 - start, 3)}
+
+
+def is_steady(gauge):
+    """No pause, and the 90th percentile unit within 1.5x of the fastest."""
+    return gauge["pauses"] == 0 and gauge["p90_ms"] <= 1.5 * gauge["unit_ms"]
+
+
+def steadiness_text(gauge):
+    return (f"a {gauge['unit_ms']:.3g} ms unit: 90th percentile {gauge['p90_ms']:.3g} ms, "
+            f"longest {gauge['longest_ms']:.3g} ms, {gauge['pauses']} pauses over "
+            f"{gauge['pause_ms']:.0f} ms in {gauge['seconds']:.2g} s")
+
+
+def _record_steadiness(info, when):
+    gauge = steadiness()
+    info.setdefault("steadiness", {})[when] = gauge
+    say(f"host steadiness at the {when}: {steadiness_text(gauge)}")
+    if not is_steady(gauge):
+        say("warning: the host did not run this process steadily; the times measured "
+            "around now are not comparable with a steady run's (run again on a quiet machine)")
 
 
 # ---------------------------------------------------------------- data
@@ -275,11 +338,13 @@ def errors_of(timings):
 
 
 def begin():
-    """What every script does before measuring: describe the machine, then warm up.
+    """What every script does before measuring: describe the machine, gauge its
+    steadiness, then warm up.
 
-    Returns machine()'s description, for save."""
+    Returns machine()'s description, for save (which gauges the end)."""
     info = machine()
     say(describe(info))
+    _record_steadiness(info, "start")
     warm_up()
     return info
 
@@ -354,6 +419,8 @@ def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
     argv: the script's arguments as main() got them (None: the command line's).
     Returns what the scripts' main() returns: {"results": results, "path": str}."""
     notes = list(notes)
+    if info is not None and "start" in info.get("steadiness", {}):
+        _record_steadiness(info, "end")
     for row in results:
         failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
         if failed:

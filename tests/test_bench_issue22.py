@@ -78,6 +78,8 @@ def test_quick_run_saves_its_results(script, saved):
     assert COMMON <= set(doc), COMMON - set(doc)
     assert doc["benchmark"] == name and doc["quick"] is True
     assert MACHINE <= set(doc["machine"]), MACHINE - set(doc["machine"])
+    assert set(doc["machine"]["steadiness"]) == {"start", "end"}
+    assert "host steadiness at the start" in stdout and "host steadiness at the end" in stdout
     assert doc["host"]["cpu"]
     assert doc["results"]
     for row in doc["results"]:
@@ -297,3 +299,64 @@ def test_interleaved_varies_who_runs_before_whom():
     _standalone.interleaved({n: (lambda n=n: calls.append(n)) for n in names[:2]},
                             budget=1.0, min_rounds=4, max_rounds=4)
     assert calls == ["auto", "dense", "dense", "auto", "auto", "dense", "dense", "auto"]
+
+
+def _clock(unit_times, gap=1e-4):
+    """A perf_counter stand-in: each unit of work takes the next of unit_times."""
+    now = [0.0]
+    durations = iter(unit_times)
+    reads = [0]
+
+    def clock():
+        # steadiness reads the clock once at the start, then twice per unit.
+        reads[0] += 1
+        if reads[0] > 1 and reads[0] % 2 == 1:
+            now[0] += next(durations)
+        else:
+            now[0] += gap
+        return now[0]
+    return clock
+
+
+def test_steadiness_counts_the_pauses_of_a_stalling_host():
+    _standalone = _import_from(BENCH, "_standalone")
+    steady = [0.003] * 400
+    gauge = _standalone.steadiness(seconds=1.0, clock=_clock(steady))
+    assert gauge["pauses"] == 0 and gauge["unit_ms"] == gauge["longest_ms"] == 3.0
+    assert _standalone.is_steady(gauge) and gauge["seconds"] >= 1.0
+    stalled = [0.003] * 400
+    stalled[5], stalled[100], stalled[200] = 0.3, 0.052, 0.06  # 0.052: under 50 ms over 3 ms
+    gauge = _standalone.steadiness(seconds=1.0, clock=_clock(stalled))
+    assert gauge["pauses"] == 2 and gauge["longest_ms"] == 300.0
+    assert not _standalone.is_steady(gauge)
+    assert "2 pauses over 50 ms" in _standalone.steadiness_text(gauge)
+    # No pause, but a machine shared with other processes: most units slow.
+    busy = [0.003, 0.003] + [0.006] * 400
+    assert not _standalone.is_steady(_standalone.steadiness(seconds=1.0, clock=_clock(busy)))
+    # The real clock: at least 10 units, each timed.
+    gauge = _standalone.steadiness(seconds=0.0)
+    assert gauge["unit_ms"] > 0 and gauge["longest_ms"] >= gauge["p90_ms"] >= gauge["unit_ms"]
+
+
+def test_a_run_saves_the_hosts_steadiness_at_its_start_and_end(tmp_path, monkeypatch):
+    import argparse
+
+    _standalone = _import_from(BENCH, "_standalone")
+    monkeypatch.setattr(_standalone, "STEADY_S", 0.0)
+    monkeypatch.setattr(_standalone, "warm_up", lambda: None)
+    info = _standalone.begin()
+    args = argparse.Namespace(quick=True, json=tmp_path / "run.json")
+    _standalone.save("sizes", args, [], {}, [{"task": "rbf", "n": 10, "ratio": 2.0}], info=info)
+    doc = json.loads((tmp_path / "run.json").read_text())
+    gauge = doc["machine"]["steadiness"]
+    assert set(gauge) == {"start", "end"}
+    assert all(g["unit_ms"] > 0 and g["pause_ms"] == 50 for g in gauge.values())
+    pytest.importorskip("matplotlib")
+    make_plots = _import_from(ROOT / "docs" / "benchmarks", "make_plots")
+    note = "\n".join(make_plots._notes(doc))
+    assert note.startswith("* Host steadiness") and "at the start" in note and "at the end" in note
+    doc["machine"]["steadiness"]["end"]["pauses"] = 3
+    assert "The host stalled the process" in "\n".join(make_plots._notes(doc))
+    for gauge in doc["machine"]["steadiness"].values():
+        gauge["pauses"] = 0
+    assert "stalled" not in "\n".join(make_plots._notes(doc))
