@@ -187,6 +187,18 @@ def steadiness_text(gauge):
             f"{gauge['pause_ms']:.0f} ms in {gauge['seconds']:.2g} s")
 
 
+def steadiness_note(gauges):
+    """The saved run's note on the host's steadiness, which the benchmarks page shows
+    with the other notes; a run with a pause says so in bold."""
+    text = ("Host steadiness (a fixed unit of pure-Python work timed back to back): "
+            + "; ".join(f"at the {when}, {steadiness_text(g)}" for when, g in gauges.items())
+            + ".")
+    if any(g["pauses"] for g in gauges.values()):
+        text += (" **The host stalled the process during this run: its ratios are less "
+                 "trustworthy than a steady run's.**")
+    return text
+
+
 def _record_steadiness(info, when):
     gauge = steadiness()
     info.setdefault("steadiness", {})[when] = gauge
@@ -421,6 +433,7 @@ def save(name, args, argv, settings, results, *, notes=(), info=None, **extra):
     notes = list(notes)
     if info is not None and "start" in info.get("steadiness", {}):
         _record_steadiness(info, "end")
+        notes.insert(0, steadiness_note(info["steadiness"]))
     for row in results:
         failed = row.get("errors") or ({"": row["error"]} if row.get("error") else None)
         if failed:

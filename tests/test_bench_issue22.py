@@ -344,10 +344,15 @@ def test_a_run_saves_the_hosts_steadiness_at_its_start_and_end(tmp_path, monkeyp
     _standalone = _import_from(BENCH, "_standalone")
     monkeypatch.setattr(_standalone, "STEADY_S", 0.0)
     monkeypatch.setattr(_standalone, "warm_up", lambda: None)
-    info = _standalone.begin()
-    args = argparse.Namespace(quick=True, json=tmp_path / "run.json")
-    _standalone.save("sizes", args, [], {}, [{"task": "rbf", "n": 10, "ratio": 2.0}], info=info)
-    doc = json.loads((tmp_path / "run.json").read_text())
+
+    def run(name):
+        info = _standalone.begin()
+        args = argparse.Namespace(quick=True, json=tmp_path / f"{name}.json")
+        _standalone.save("sizes", args, [], {}, [{"task": "rbf", "n": 10, "ratio": 2.0}],
+                         info=info)
+        return json.loads((tmp_path / f"{name}.json").read_text())
+
+    doc = run("measured")
     gauge = doc["machine"]["steadiness"]
     assert set(gauge) == {"start", "end"}
     assert all(g["unit_ms"] > 0 and g["pause_ms"] == 50 for g in gauge.values())
@@ -355,8 +360,10 @@ def test_a_run_saves_the_hosts_steadiness_at_its_start_and_end(tmp_path, monkeyp
     make_plots = _import_from(ROOT / "docs" / "benchmarks", "make_plots")
     note = "\n".join(make_plots._notes(doc))
     assert note.startswith("* Host steadiness") and "at the start" in note and "at the end" in note
-    doc["machine"]["steadiness"]["end"]["pauses"] = 3
-    assert "The host stalled the process" in "\n".join(make_plots._notes(doc))
-    for gauge in doc["machine"]["steadiness"].values():
-        gauge["pauses"] = 0
-    assert "stalled" not in "\n".join(make_plots._notes(doc))
+    steady = {"unit_ms": 3.0, "p90_ms": 3.1, "longest_ms": 3.2, "pauses": 0, "pause_ms": 50.0,
+              "seconds": 1.0}
+    gauges = iter([steady, dict(steady, pauses=3, longest_ms=300.0)])
+    monkeypatch.setattr(_standalone, "steadiness", lambda: next(gauges))
+    assert "The host stalled the process" in "\n".join(make_plots._notes(run("stalled")))
+    monkeypatch.setattr(_standalone, "steadiness", lambda: dict(steady))
+    assert "stalled" not in "\n".join(make_plots._notes(run("steady")))

@@ -318,29 +318,7 @@ def _list_table(head, rows):
 
 
 def _notes(doc):
-    notes = list(doc.get("notes", []))
-    gauge = doc.get("machine", {}).get("steadiness")
-    if gauge:
-        notes.insert(0, _steadiness_note(gauge))
-    return [f"* {n}" for n in notes] + ([""] if notes else [])
-
-
-def _steadiness_note(gauge):
-    """The host's steadiness at the start and end of a script's run (_standalone.steadiness):
-    a host that stalled the process makes the times of that moment meaningless."""
-    parts = []
-    for when in ("start", "end"):
-        g = gauge.get(when)
-        if g:
-            parts.append(f"at the {when}, {g['unit_ms']:.3g} ms at best, "
-                         f"{g['p90_ms']:.3g} ms at the 90th percentile, longest "
-                         f"{g['longest_ms']:.3g} ms, {g['pauses']} pauses over {g['pause_ms']:.0f} ms "
-                         f"in {g['seconds']:.2g} s")
-    stalled = any(g.get("pauses") for g in gauge.values() if isinstance(g, dict))
-    return ("Host steadiness (a fixed unit of pure-Python work timed back to back): "
-            + "; ".join(parts) + "."
-            + (" **The host stalled the process during this run: its ratios are less "
-               "trustworthy than a steady run's.**" if stalled else ""))
+    return [f"* {n}" for n in doc.get("notes", [])] + ([""] if doc.get("notes") else [])
 
 
 def _time(s):
