@@ -91,7 +91,7 @@ def test_example_runs_without_warnings(path, tmp_path):
 def test_every_legend_names_its_place(path):
     # matplotlib warns when it took over a second to place a loc="best"
     # legend, which a stalled machine alone can cause, and the warning fails
-    # the -W build of the documentation.  The data of an example are fixed,
+    # test_example_runs_without_warnings.  The data of an example are fixed,
     # so its legends can be placed once, by hand.
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     unplaced = [node.lineno for node in ast.walk(tree)
