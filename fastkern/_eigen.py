@@ -15,6 +15,7 @@ eigendecomposition with selection="module", on an explicit matrix.
 """
 import contextlib
 import functools
+import inspect
 import math
 import numbers
 import time
@@ -181,6 +182,28 @@ def top_eigh(A, k, *, lower=True, overwrite_a=False, rebuild=None):
 _FALLBACK_RESTARTS = 20
 
 
+# scipy's eigsh draws ARPACK's new start vectors, after an invariant
+# subspace, from its ``rng`` argument where it has one (the C translation of
+# ARPACK); before, from ARPACK's own generator, whose state lives on between
+# calls.
+_EIGSH_TAKES_RNG = "rng" in inspect.signature(eigsh).parameters
+
+
+def seeded_eigsh(A, k, *, rng, **kwargs):
+    """scipy's eigsh, its new directions after an invariant subspace drawn from rng
+    (a seed or a numpy Generator) where scipy lets them be.
+
+    A Krylov basis meets an invariant subspace when the spectrum has fewer
+    distinct values than the basis vectors (the centred identity after two
+    products); with scipy's default, a fresh generator each call, the pairs
+    of a repeated eigenvalue then differed from one fit of the same data to
+    the next.
+    """
+    if _EIGSH_TAKES_RNG:
+        kwargs["rng"] = rng
+    return eigsh(A, k, **kwargs)
+
+
 def _arpack_top(a, k, lower):
     """The k largest eigenpairs of the symmetric a (one triangle read: symv with
     ``lower``), ascending, from ARPACK at full precision; None when k >= n - 1
@@ -193,8 +216,8 @@ def _arpack_top(a, k, lower):
     v0 = np.random.RandomState(0).uniform(-1, 1, n).astype(a.dtype)
     try:
         with scipy_blas_serial():
-            w, v = eigsh(op, k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, k + 25)),
-                         maxiter=_FALLBACK_RESTARTS)
+            w, v = seeded_eigsh(op, k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, k + 25)),
+                                maxiter=_FALLBACK_RESTARTS, rng=0)
     except ArpackNoConvergence:
         return None
     order = np.argsort(w)

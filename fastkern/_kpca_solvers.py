@@ -15,7 +15,6 @@ import warnings
 
 import numpy as np
 from scipy import linalg, sparse
-from scipy.sparse.linalg import eigsh
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
 from sklearn.utils import check_random_state
@@ -25,7 +24,8 @@ from sklearn.utils.validation import _check_psd_eigenvalues
 from fastkern import _registry
 from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
                              lanczos_basis_size, lanczos_eigsh, one_triangle_product,
-                             randomized_eigsh, symmetric_product, top_eigh)
+                             randomized_eigsh, seeded_eigsh, symmetric_product,
+                             top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
@@ -351,7 +351,8 @@ class Arpack(_CentredInPlace):
 
     def solve(self, est, K, k, rebuild):
         # k == n: scipy warns and falls back to eigh, as in scikit-learn.
-        v0 = check_random_state(est.random_state).uniform(-1, 1, K.shape[0])
+        random_state = check_random_state(est.random_state)
+        v0 = random_state.uniform(-1, 1, K.shape[0])
         # ARPACK's own vector operations on scipy's BLAS, one thread: see
         # scipy_blas_serial (the products K @ x keep numpy's threads).
         # A wider basis than scipy's default (20 for k = 5): fewer implicit
@@ -371,7 +372,11 @@ class Arpack(_CentredInPlace):
             # triangle "dense" reads.
             A = one_triangle_product(K.T, lower=False)
         with scipy_blas_serial():
-            return eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0, ncv=ncv)
+            # The same stream gives ARPACK's new directions after an
+            # invariant subspace: a repeated eigenvalue's pairs too are
+            # random_state's.
+            return seeded_eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0,
+                                ncv=ncv, rng=random_state.randint(np.iinfo(np.int32).max))
 
 
 class ThickRestartLanczos(_CentredInPlace):

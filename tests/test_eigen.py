@@ -478,6 +478,43 @@ def test_top_eigh_on_a_repeated_eigenvalue_returns_k_pairs(n, k):
     np.testing.assert_allclose(A @ v2, v2 * w2, atol=1e-12)
 
 
+@pytest.mark.parametrize("k", [1, 5])
+def test_top_eigh_gives_the_same_pairs_of_a_repeated_eigenvalue_every_call(k, monkeypatch):
+    # Any orthonormal basis of the eigenvalue 1's space is an answer; the
+    # one returned must not change from call to call (a KernelPCA fit and its
+    # refit).  syevr is made to answer short, so that ARPACK's fallback, whose
+    # new directions after an invariant subspace came from a fresh generator
+    # each call, runs on every CPU (syevr's own answer is luck).
+    if not _eigen._EIGSH_TAKES_RNG:
+        pytest.skip("this scipy's eigsh has no rng: ARPACK draws from its own generator")
+    syevr = _eigen._inchol.syevr
+    monkeypatch.setattr(_eigen._inchol, "syevr",
+                        lambda *args: tuple(x[..., :0] for x in syevr(*args)))
+    A = _centred_identity(300)
+    first = _eigen.top_eigh(A, k)
+    for _ in range(3):
+        w, v = _eigen.top_eigh(A, k)
+        np.testing.assert_array_equal(w, first[0])
+        np.testing.assert_array_equal(v, first[1])
+    np.testing.assert_allclose(A @ v, v, atol=1e-12)
+
+
+def test_seeded_eigsh_draws_its_new_directions_from_rng():
+    if not _eigen._EIGSH_TAKES_RNG:
+        pytest.skip("this scipy's eigsh has no rng: ARPACK draws from its own generator")
+    # The start vector is an eigenvector, exactly: every further basis vector
+    # is one of rng's.
+    A = np.eye(200)
+    v0 = A[0]
+    runs = {seed: [_eigen.seeded_eigsh(A, 4, which="LA", v0=v0, ncv=30, rng=seed)[1]
+                   for _ in range(2)] for seed in (0, 1)}
+    for seed, (a, b) in runs.items():
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(A @ a, a, atol=1e-12)
+    # Another seed, another basis of the repeated eigenvalue's space.
+    assert np.abs(runs[0][0] - runs[1][0]).max() > 1e-3
+
+
 @pytest.mark.parametrize("n", [20, 150, 300, 3000])
 @pytest.mark.parametrize("k", [1, 3, 12])
 def test_block_eigsh_on_exactly_repeated_and_zero_residual_spectra(n, k):
