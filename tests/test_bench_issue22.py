@@ -280,6 +280,33 @@ def test_interleaved_ends_a_cell_whose_calls_keep_stalling():
     assert 2 <= t["a"]["rounds"] <= 2 + int(stop / 0.05) + 1 < 20
 
 
+def test_interleaved_retires_the_contestants_too_slow_to_be_fastest():
+    # The auto grid asks which solver is fastest: one 10x behind after the
+    # first rounds leaves the rounds to the close ones, unless it is kept
+    # ("auto" itself, whose time is the question).
+    _standalone = _import_from(BENCH, "_standalone")
+    calls = []
+
+    def call(name, seconds):
+        def fn():
+            calls.append(name)
+            time.sleep(seconds)
+        return fn
+
+    fns = {"auto": call("auto", 0.02), "close": call("close", 0.003),
+           "slow": call("slow", 0.04), "fast": call("fast", 0.002)}
+    t = _standalone.interleaved(fns, budget=0.5, min_rounds=2, max_rounds=12,
+                                retire=2.0, keep=("auto",))
+    assert t["slow"]["rounds"] == 2 and t["slow"]["time_s"] >= 0.04
+    assert t["fast"]["rounds"] == t["close"]["rounds"] == t["auto"]["rounds"] > 2
+    # Retired after round 2: every later round has the other three only.
+    assert "slow" not in calls[8:] and calls[:8].count("slow") == 2
+    # Without retire every contestant gets every round.
+    calls.clear()
+    t = _standalone.interleaved(fns, budget=0.5, min_rounds=2, max_rounds=12)
+    assert len({v["rounds"] for v in t.values()}) == 1
+
+
 def test_interleaved_varies_who_runs_before_whom():
     # A grid of solvers: a contestant that always ran right after the same
     # other one (reverse-order rounds put "auto" after "dense" every time)
