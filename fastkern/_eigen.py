@@ -410,7 +410,7 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             H[reached, reached + 1] = 0
             j = reached + 1
             if j < n:
-                V[j] = _orthogonal_direction(V[:j], rng, centred)
+                _lanczos.new_direction(V, j, rng.uniform(-1, 1, n), scratch, centred)
         # Until the first restart the projected matrix is the Lanczos
         # tridiagonal (the rest of H's lower triangle is rounding).
         theta, Y = _top_pairs(H, j, k, tridiagonal=not restarts)
@@ -474,17 +474,6 @@ def _top_pairs(H, j, l, tridiagonal=False):
     # syevr may return fewer pairs than asked on a clustered spectrum (see top_eigh).
     w, Z = np.linalg.eigh(np.asarray(T), UPLO="U")
     return w[j - l:], Z[:, j - l:]
-
-
-def _orthogonal_direction(B, rng, centred=False):
-    """A random unit vector orthogonal to B's (orthonormal) rows, twice projected
-    (centred: and to 1, the rows being so)."""
-    w = rng.uniform(-1, 1, B.shape[1])
-    if centred:
-        w -= w.mean()
-    for _ in range(2):
-        w -= B.T @ (B @ w)
-    return w / np.linalg.norm(w)
 
 
 def _lapack_input(A, overwrite_a):

@@ -349,6 +349,41 @@ def expand(K, floating[:, ::1] V, floating[:, ::1] H, floating[::1] scratch,
     return reached
 
 
+def new_direction(floating[:, ::1] V, Py_ssize_t j, const double[::1] w, floating[::1] scratch,
+                  bint centred=False):
+    """V[j] = the random w made a unit vector orthogonal to V's first j rows
+    (orthonormal), projected out twice as ``expand``'s steps are; centred:
+    and to 1 (the rows being so).  scratch: at least j entries.
+
+    The direction ``lanczos_eigsh`` goes on with after an invariant subspace.
+    A nearly diagonal Gram meets one every few steps, and the same arithmetic
+    as NumPy calls took 53 us of a 200-row fit's 1.3 ms, five times over.
+    """
+    cdef int n = V.shape[1]
+    cdef Py_ssize_t i
+    if not 0 <= j < V.shape[0] or w.shape[0] != n or scratch.shape[0] < j:
+        raise ValueError(f"row {j} of V {V.shape[0]} x {V.shape[1]} needs w of {n} "
+                         f"entries and {j} of scratch")
+    if n == 0:
+        return
+    cdef floating* v = &V[j, 0]
+    cdef floating scale
+    with nogil:
+        for i in range(n):
+            v[i] = <floating>w[i]
+        if centred:
+            _remove_mean(n, v, v)
+        if j:
+            _project_out(n, <int>j, &V[0, 0], v, &scratch[0])
+            _project_out(n, <int>j, &V[0, 0], v, &scratch[0])
+        scale = _nrm2(n, v)
+    if not scale > 0:
+        raise ValueError("w lies in the span of V's rows")
+    scale = 1 / scale
+    for i in range(n):
+        v[i] *= scale
+
+
 cdef _check_packed(const double[::1] data, const Py_ssize_t[::1] starts, Py_ssize_t n):
     """Raise unless data and starts hold a packed K of n rows (PackedUpperGram)."""
     if starts.shape[0] != n or (n and data.shape[0] < starts[n - 1] + n):

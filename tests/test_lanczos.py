@@ -293,6 +293,50 @@ def test_product_bad_arguments(acc, dtype, n_threads, match):
                         np.zeros(1, dtype), False, acc, n_threads)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("centred", [False, True])
+@pytest.mark.parametrize("n, j", [(1, 0), (7, 0), (7, 5), (200, 40), (301, 80)])
+def test_new_direction_is_a_unit_vector_orthogonal_to_the_basis(dtype, centred, n, j):
+    if centred and j >= n - 1 or centred and n == 1:
+        pytest.skip("no room orthogonal to the basis and 1")
+    rng = np.random.default_rng(n + j)
+    # An orthonormal basis, orthogonal to 1 when centred, then rows of garbage
+    # that must be neither read nor changed.
+    B = rng.standard_normal((n, j))
+    if centred:
+        B -= B.mean(0)
+    V = np.full((j + 3, n), 7.0, dtype)
+    V[:j] = np.linalg.qr(B)[0].T if j else V[:0]
+    before = V.copy()
+    w = rng.uniform(-1, 1, n) + 5.0   # a large mean, which centring removes
+    _lanczos.new_direction(V, j, w, np.full(j + 1, np.nan, dtype), centred)
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    v = V[j].astype(np.float64)
+    assert abs(np.linalg.norm(v) - 1) < tol
+    np.testing.assert_allclose(V[:j].astype(np.float64) @ v, 0, atol=tol)
+    if centred:
+        assert abs(v.sum()) < tol * np.sqrt(n)
+    # The direction is w's: its part outside the basis (and 1), normalised.
+    ref = w - (w.mean() if centred else 0)
+    Q = V[:j].astype(np.float64)
+    ref = ref - Q.T @ (Q @ ref)
+    np.testing.assert_allclose(v, ref / np.linalg.norm(ref), atol=10 * tol)
+    assert_array_equal(np.delete(V, j, axis=0), np.delete(before, j, axis=0))
+
+
+def test_new_direction_bad_arguments():
+    V = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="row 3"):
+        _lanczos.new_direction(V, 3, np.ones(4), np.empty(3))
+    with pytest.raises(ValueError, match="w of 4"):
+        _lanczos.new_direction(V, 1, np.ones(5), np.empty(3))
+    with pytest.raises(ValueError, match="scratch"):
+        _lanczos.new_direction(V, 2, np.ones(4), np.empty(1))
+    # A w in the basis' span (here 1, with centring) has no direction left.
+    with pytest.raises(ValueError, match="span"):
+        _lanczos.new_direction(V, 0, np.ones(4), np.empty(1), True)
+
+
 def _packed(K):
     """K's upper triangle as a PackedUpperGram (NaN where nothing may be read)."""
     from fastkern.pairwise import PackedUpperGram
