@@ -151,6 +151,25 @@ def test_threads_fit_bound_is_amdahls_law_over_the_products():
     assert bench.fit_bound([r for r in rows() if r["threads"] != 1]) is None
 
 
+def test_sizes_counts_fastkerns_failures_and_misses_not_a_peers_failure():
+    bench = _import_from(BENCH, "bench_sizes")
+
+    def row(ratio, errors=None, task="kpca"):
+        return {"task": task, "n": 200, "d": 64, "spectrum": "flat", "ratio": ratio,
+                "errors": errors, "fastest_solver": "dense"}
+
+    # scikit-learn's dense eigh got no pair of a clustered top (its "auto"
+    # raised): the cell compares against its arpack, which ran.
+    peer = {"sklearn:auto": "ValueError: zero-size array"}
+    assert bench.missed({"results": [row(2.3, peer)]}) == []
+    assert len(bench.missed({"results": [row(1.9, peer)]})) == 1
+    ours = bench.missed({"results": [row(None, {"fastkern": "LinAlgError: no"})]})
+    assert len(ours) == 1 and "LinAlgError" in ours[0] and "sklearn" not in ours[0]
+    assert len(bench.missed({"results": [row(1.3, {"dense": "MemoryError"},
+                                             task="kpca_auto")]})) == 2
+    assert bench.missed({"results": [row(1.1, task="kpca_auto")]}) == []
+
+
 @pytest.mark.slow
 def test_busy_leaves_no_competitor_running(tmp_path):
     import psutil
