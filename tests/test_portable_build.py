@@ -66,6 +66,36 @@ def test_glibc_build_keeps_the_cpu_dispatch(tmp_path):
     assert "fk_vexp_d.avx2" in symbols and "fk_vexp_d.resolver" in symbols
 
 
+def _gcc_major(cc):
+    """GCC's major version, None for another compiler (clang answers -dumpversion too)."""
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True,
+                             timeout=60).stdout
+    if "clang" in version.lower():
+        return None
+    return int(subprocess.run([cc, "-dumpversion"], capture_output=True, text=True,
+                              timeout=60).stdout.split(".")[0])
+
+
+@pytest.mark.skipif(CC is None or shutil.which("objdump") is None,
+                    reason="no C compiler or no objdump")
+def test_glibc_build_has_an_avx2_clone_with_fused_multiply_adds(tmp_path):
+    # GCC's "avx2" clone has no FMA (a feature of its own): the AVX2 machines
+    # without AVX-512 (AMD Zen, most laptops) ran the maps without it.
+    major = _gcc_major(CC)
+    if major is None or major < 12:
+        pytest.skip(f"{CC} is not GCC 12 or newer (target_clones arch=x86-64-v3)")
+    _run_program(CC, tmp_path)
+    dump = subprocess.run(["objdump", "-d", str(tmp_path / "prog")], capture_output=True,
+                          text=True, timeout=60).stdout
+    bodies = {}
+    for block in dump.split("\n\n"):
+        head = block.strip().split("\n", 1)
+        if len(head) == 2 and head[0].endswith(">:"):
+            bodies[head[0].split("<", 1)[1][:-2]] = head[1]
+    assert "vfmadd" in bodies["fk_vexp_d.arch_x86_64_v3"]
+    assert "vfmadd" not in bodies["fk_vexp_d.avx2"]
+
+
 @pytest.mark.skipif(MUSL is None, reason="musl-gcc not installed (Debian: musl-tools)")
 def test_musl_build_runs(tmp_path):
     # With target_clones gated on Linux instead of glibc this binary was built
