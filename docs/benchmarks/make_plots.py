@@ -3,8 +3,8 @@
 Run by docs/conf.py at every build (no benchmark is run then), or by hand:
 ``python docs/benchmarks/make_plots.py [DATA_DIR [OUT_DIR]]`` (with fastkern
 importable: the cells' units are fastkern.cli._table's).  ``make_plots.py
---readme`` redraws README's figure, docs/bench.png, from the latest saved
-``benchmarks/bench_time_vs_n.py`` run.
+--readme`` redraws README's figure, docs/bench.png, from the saved
+``benchmarks/bench_time_vs_n.py`` run that reaches the largest N (readme_run).
 
 Input: every ``*.json`` file in DATA_DIR, each the output of ``fastkern bench
 --json FILE`` (see docs/benchmarks.rst, "Format of the saved results"), with
@@ -344,14 +344,23 @@ def _plot_time_vs_n(doc, path):
                           f"time against N, d={d}, default threads")
 
 
+def readme_run(data_dir):
+    """The bench_time_vs_n.py run README's figure shows: of each machine's latest,
+    the one reaching the largest N (README's figure spans 200 to 200,000 rows),
+    the newest among equals."""
+    runs = [docs["time_vs_n"] for docs in load_scripts(data_dir).values()
+            if "time_vs_n" in docs and docs["time_vs_n"].get("results")]
+    if not runs:
+        raise ValueError(f"no time-against-N results of bench_time_vs_n.py in {data_dir}")
+    return max(runs, key=lambda d: (max(r["n"] for r in d["results"]), d.get("created", "")))
+
+
 def readme_figure(data_dir, path):
-    """README's figure: the latest saved bench_time_vs_n.py run of the first machine."""
-    for docs in load_scripts(data_dir).values():
-        if "time_vs_n" in docs:
-            doc = docs["time_vs_n"]
-            if _plot_time_vs_n(doc, Path(path)):
-                return doc
-    raise ValueError(f"no time-against-N results of bench_time_vs_n.py in {data_dir}")
+    """README's figure, drawn from readme_run's document into path; returns the document."""
+    doc = readme_run(data_dir)
+    if not _plot_time_vs_n(doc, Path(path)):
+        raise ValueError(f"{doc['name']}.json has no series to draw")
+    return doc
 
 
 def section_time_vs_n(doc, out_dir, h):
