@@ -541,7 +541,9 @@ def section_busy(doc, out_dir, h):
     axes[0].set_title("cost of the default thread count")
     _bars(axes[1], labels, {c: values(c, "peer_over_default") for c in conditions},
           targets.get("peer_over_default_min", 1.5), "peer time / fastkern time")
-    axes[1].set_title("speed-up over the peer (scikit-learn)")
+    peers = sorted({r["peer"] for r in rows if r.get("peer")},
+                   key=lambda p: (p != "scikit-learn", p))
+    axes[1].set_title(f"speed-up over the peer ({', '.join(peers) or 'none'})")
     for ax in axes:
         ax.set_yscale("log")
         _ratio_ticks(ax)
