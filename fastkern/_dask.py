@@ -148,6 +148,16 @@ class _Deadline:
             return self.client.sync(call, callback_timeout=remaining)
         except (TimeoutError, asyncio.TimeoutError) as exc:  # distinct before Python 3.11
             raise self.expired(what) from exc
+        except UnboundLocalError as exc:
+            # distributed's sync() catches Exception alone: an asyncio
+            # cancellation inside the call (seen in a gather, which joins
+            # another gather request of the client's when one is pending)
+            # leaves its result unset, and this is what it raises.  As a task
+            # cancelled by a lost input, it is the pass's to run again.
+            if not _raised_by_sync(exc):
+                raise
+            raise concurrent.futures.CancelledError(
+                f"fastkern: {what} was cancelled inside the Dask client") from exc
 
     def gather(self, what, futures):
         """The results of ``futures``, in order, or the error of the first that failed.
@@ -164,6 +174,15 @@ class _Deadline:
             # A failed future holds its error: result() raises it at once.
             failed.result(timeout=max(self.remaining(), 0.001))
         return results
+
+
+def _raised_by_sync(exc):
+    """Whether exc was raised by distributed's own sync() (its innermost frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code if tb is not None else None
+    return code is not None and code.co_name == "sync" and "distributed" in code.co_filename
 
 
 def _checked_block(block):
