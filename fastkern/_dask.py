@@ -159,6 +159,11 @@ class _Deadline:
             raise concurrent.futures.CancelledError(
                 f"fastkern: {what} was cancelled inside the Dask client") from exc
 
+    async def _gather_on_loop(self, futures, asynchronous=True):
+        # On the client's event loop, so nothing else touches its state meanwhile.
+        _drop_cancelled_gather(self.client)
+        return await self.client.gather(futures, errors="skip", asynchronous=True)
+
     def gather(self, what, futures):
         """The results of ``futures``, in order, or the error of the first that failed.
 
@@ -168,12 +173,29 @@ class _Deadline:
         exception was never retrieved").  With errors="skip" they end
         quietly, and a failed future is raised here instead.
         """
-        results = self.call(what, self.client.gather, futures, errors="skip")
+        results = self.call(what, self._gather_on_loop, futures)
         if len(results) < len(futures):
             failed = next(f for f in futures if f.status != "finished")
             # A failed future holds its error: result() raises it at once.
             failed.result(timeout=max(self.remaining(), 0.001))
         return results
+
+
+def _drop_cancelled_gather(client):
+    """Forget a gather request of ``client`` that was cancelled before it ran.
+
+    ``Client.gather`` joins the client's pending gather request (its
+    ``_gather_future``), which clears itself when it starts.  One cancelled
+    before it started (a gather abandoned at a deadline, fastkern's or the
+    user's) stays there, done, and every later gather on that client then
+    failed as cancelled: in one CI run, every pass of the next fit on the
+    test module's shared client.  A done request is no pending one; the
+    client's own initial state is put back.  Runs on the client's loop.
+    """
+    pending = getattr(client, "_gather_future", None)
+    if pending is not None and pending.done():
+        client._gather_future = None
+        client._gather_keys = None
 
 
 def _raised_by_sync(exc):

@@ -398,6 +398,29 @@ def test_pass_retried_when_the_clients_gather_is_cancelled(client, data, monkeyp
     _assert_same_fit(est, ref)
 
 
+def test_a_gather_request_cancelled_before_it_ran_does_not_fail_later_fits(client, data):
+    # distributed's Client.gather joins the client's pending gather request;
+    # one cancelled before it started (abandoned at a deadline) stayed there,
+    # and every gather after it failed as cancelled, the retries too.
+    import asyncio
+
+    X, _, ref = data
+
+    async def cancelled_request():
+        request = asyncio.get_running_loop().create_future()
+        request.cancel()
+        client._gather_future, client._gather_keys = request, set()
+
+    client.sync(cancelled_request)
+    try:
+        est = _fit_on(client, _kpca(), X)
+        # The client works for its user's own gathers afterwards too.
+        assert client.gather(client.submit(int, 7)) == 7
+    finally:
+        client._gather_future = client._gather_keys = None
+    _assert_same_fit(est, ref)
+
+
 def test_pass_reruns_are_bounded(client, data, monkeypatch):
     from distributed.comm.core import CommClosedError
 
