@@ -365,12 +365,27 @@ class CachedParamValidation:
                 for name, constraints in cls._parameter_constraints.items()
                 if name in names and not (isinstance(constraints, str)
                                           and constraints == "no_validation")]
+        passed = _PARAMS_PASSED.setdefault(cls, {})
         for name, constraints in checks:
             value = getattr(self, name)
+            # A scalar's verdict depends on its type and value alone: one that
+            # passed before passes again (a GridSearchCV refits the same few).
+            key = (name, type(value), value) if type(value) in _SCALARS else None
+            if key is not None and key in passed:
+                continue
             if not any(c.is_satisfied_by(value) for c in constraints):
                 super()._validate_params()
                 return
+            if key is not None:
+                if len(passed) >= _MAX_PASSED:
+                    passed.clear()
+                passed[key] = True
 
 
 # Estimator class -> [(parameter, its constraint objects)] (CachedParamValidation).
 _PARAM_CHECKS = {}
+# Estimator class -> {(parameter, type, value)} of the scalar values that passed.
+_PARAMS_PASSED = {}
+_SCALARS = frozenset((type(None), bool, int, float, str))
+# A randomized search draws a new float each fit: the cache stays small.
+_MAX_PASSED = 1024

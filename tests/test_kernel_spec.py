@@ -193,3 +193,42 @@ def test_cached_parameter_validation_per_class():
     with pytest.raises(InvalidParameterError, match="'alpha' parameter of Strict"):
         Strict(alpha=1.0)._validate_params()
     fastkern.KernelRidge(alpha=1.0)._validate_params()
+
+
+@pytest.mark.parametrize("valid, invalid", [
+    ({"n_components": 2}, {"n_components": 2.0}),
+    ({"max_iter": 3}, {"max_iter": 3.0}),
+    ({"fit_inverse_transform": True}, {"fit_inverse_transform": 1}),
+    ({"degree": 3.0}, {"degree": "3"}),
+])
+def test_cached_parameter_validation_tells_equal_values_of_another_type_apart(valid, invalid):
+    """A value that passed is remembered by type and value: an equal value of a type
+    scikit-learn rejects (2.0 for an integer, 1 for a boolean) still raises its
+    error, however often the valid one was checked."""
+    from sklearn.utils._param_validation import (InvalidParameterError,
+                                                 validate_parameter_constraints)
+
+    for _ in range(2):
+        fastkern.KernelPCA(**valid)._validate_params()
+    bad = fastkern.KernelPCA(**invalid)
+    with pytest.raises(InvalidParameterError) as ours:
+        bad._validate_params()
+    with pytest.raises(InvalidParameterError) as theirs:
+        validate_parameter_constraints(fastkern.KernelPCA._parameter_constraints,
+                                       bad.get_params(deep=False), caller_name="KernelPCA")
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_cached_parameter_validation_stays_bounded(monkeypatch):
+    """A randomized search's endless new floats do not grow the cache without end,
+    and values still pass or fail after it is cleared."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from fastkern import _validation
+
+    monkeypatch.setattr(_validation, "_MAX_PASSED", 8)
+    for gamma in np.linspace(0.1, 2.0, 50):
+        fastkern.KernelPCA(gamma=float(gamma))._validate_params()
+    assert len(_validation._PARAMS_PASSED[fastkern.KernelPCA]) <= 8
+    with pytest.raises(InvalidParameterError, match="gamma"):
+        fastkern.KernelPCA(gamma=-1.0)._validate_params()
