@@ -32,7 +32,8 @@ from fastkern._operator import kernel_times
 from fastkern._progress import report_iteration, report_stage, stage_work
 from fastkern._threads import blas_limit, blas_threads, scipy_blas_serial
 from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
-                                  memory_budget_bytes, parse_memory_budget)
+                                  memory_budget_bytes, parse_memory_budget,
+                                  within_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernels import Kernel
 from fastkern.pairwise import PackedUpperGram, read_back
@@ -824,7 +825,7 @@ def choose(est, X, k):
     n = X.shape[0]
     if (not est._precomputed and not sparse.issparse(X) and X.ndim == 2
             and not _row_normalised(est.kernel)
-            and n * n * X.dtype.itemsize > memory_budget_bytes(est.memory_budget)):
+            and not within_memory_budget(n * n * X.dtype.itemsize, est.memory_budget)):
         return SOLVERS["matrix-free"]
     if n >= _ARPACK_MIN_SAMPLES and k < 10:
         if _one_thread_products(est, n):

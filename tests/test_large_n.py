@@ -571,3 +571,31 @@ def test_available_memory_is_the_kernels_memavailable(monkeypatch):
     monkeypatch.setattr(psutil, "virtual_memory",
                         lambda: seen.append(1) or type("M", (), {"available": 12345})())
     assert _validation._available_memory() == 12345 and seen
+
+
+def test_a_small_gram_is_judged_by_a_recent_memory_reading(monkeypatch):
+    # KernelPCA's "auto" asks whether the Gram fits at every fit; /proc/meminfo
+    # costs a few percent of a 200-row fit.  A request far inside the budget
+    # of a reading under a second old is judged by it; a larger one, or any
+    # once the reading is older, reads the memory again and sees it fall.
+    from fastkern import _validation
+
+    clock, available, reads = [100.0], [8 << 30], []
+    monkeypatch.setattr(_validation.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(_validation, "_available_memory",
+                        lambda: reads.append(available[0]) or available[0])
+    monkeypatch.setattr(_validation, "_last_available", (-float("inf"), 0))
+    small, large = 1 << 20, 1 << 30
+    assert _validation.within_memory_budget(small, None) and len(reads) == 1
+    available[0] = 1 << 20  # memory runs out
+    assert _validation.within_memory_budget(small, None) and len(reads) == 1
+    assert not _validation.within_memory_budget(large, None) and len(reads) == 2
+    assert not _validation.within_memory_budget(small, None) and len(reads) == 3
+    available[0] = 8 << 30
+    assert _validation.within_memory_budget(small, None) and len(reads) == 4
+    assert _validation.within_memory_budget(small, None) and len(reads) == 4
+    clock[0] += 2.0
+    assert _validation.within_memory_budget(small, None) and len(reads) == 5
+    # An explicit budget reads no memory at all.
+    assert not _validation.within_memory_budget(small + 1, small) and len(reads) == 5
+    assert _validation.within_memory_budget(small, "1MiB")
