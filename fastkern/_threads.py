@@ -283,18 +283,38 @@ def _wait_for_workers():
         _limits.release(token)
 
 
+# Per Python thread: the smallest count each of its enclosing default-controller
+# limits holds BLAS to, innermost last (_BlasLimit).
+_held_here = threading.local()
+
+
 class _BlasLimit:
     def __init__(self, n_threads, controller=None):
         self.n_threads = n_threads
         self.controller = controller
 
     def __enter__(self):
+        self._token = None
+        if self.controller is None:
+            held = _held_here.__dict__.setdefault("counts", [])
+            if held and held[-1] <= self.n_threads:
+                # An enclosing limit of this thread already holds every library
+                # to at most n_threads (a library runs at the smallest count
+                # requested): the threadpoolctl calls would change nothing.
+                held.append(held[-1])
+                return self
         _wait_for_workers()
         controller = _blas_controller() if self.controller is None else self.controller
         self._token = _limits.acquire(controller, self.n_threads)
+        if self.controller is None:
+            held.append(min(held[-1], self.n_threads) if held else self.n_threads)
         return self
 
     def __exit__(self, *exc):
+        if self.controller is None:
+            _held_here.counts.pop()
+        if self._token is None:
+            return False
         with _workers_lock:
             if _workers - {threading.current_thread()}:
                 _deferred.append(self._token)

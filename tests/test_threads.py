@@ -527,3 +527,38 @@ def test_others_running_is_zero_where_proc_cannot_tell(monkeypatch):
     monkeypatch.setattr(_threads, "_runnable_now", unreadable)
     assert _threads.others_running() == 0
     assert _threads.cores_free() >= 1
+
+
+def test_a_limit_inside_a_smaller_one_of_the_same_thread_calls_no_library(monkeypatch):
+    # KernelPCA's solver holds BLAS to one thread inside the estimator's
+    # limit, which already holds it there at a few hundred rows: the inner
+    # limit's reads and writes of every library's count cost 20-40 us of a
+    # 1.5 ms fit, and changed nothing.  A smaller inner limit still applies.
+    import scipy.linalg  # noqa: F401 - loads scipy's BLAS too
+
+    from fastkern._threads import blas_limit
+
+    def counts():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    original = counts()
+    with blas_limit(2):
+        before = counts()
+        with blas_limit(1):
+            assert counts() == [1] * len(before)
+            touched = []
+            monkeypatch.setattr(_threads._SharedLimits, "_set",
+                                staticmethod(lambda lib, n: touched.append(n)))
+            monkeypatch.setattr(_threads._SharedLimits, "acquire",
+                                lambda self, *a: touched.append(a))
+            for n in (1, 2, None):
+                with blas_limit(n):
+                    with blas_limit(1):
+                        pass
+            monkeypatch.undo()
+            assert touched == []
+            assert counts() == [1] * len(before)
+        assert counts() == before
+        with blas_limit(1):
+            assert counts() == [1] * len(before)
+    assert counts() == original
