@@ -210,7 +210,7 @@ class _SharedLimits:
                 key = self._key(lib)
                 entry = self._held.get(key)
                 if entry is None:
-                    entry = self._held[key] = [lib, lib.num_threads, []]
+                    entry = self._held[key] = [lib, self._count(lib), []]
                 entry[2].append(n_threads)
                 self._set(lib, min(entry[2]))
                 keys.append(key)
@@ -230,7 +230,41 @@ class _SharedLimits:
                         self._set(lib, original)
 
     @staticmethod
+    def _direct(lib):
+        """(get, set) thread-count functions of an OpenBLAS on its own threads, called
+        directly, or None (other libraries go through threadpoolctl).
+
+        threadpoolctl's property and setter, with the controlling-thread
+        release around each set, took 37-49 us to hold a KernelPCA fit's two
+        OpenBLAS copies to one thread and back, and 250 us as the first call
+        after other work (its Python frames out of the caches): a sixth of a
+        200-row fit.  The direct calls are the functions threadpoolctl ends
+        in (``openblas_get/set_num_threads``, process-wide on this layer).
+        """
+        found = _DIRECT.get(lib.filepath, _UNSET)
+        if found is _UNSET:
+            found = None
+            symbol = getattr(lib, "_get_symbol", None)
+            if (symbol is not None and getattr(lib, "internal_api", None) == "openblas"
+                    and getattr(lib, "threading_layer", None) == "pthreads"):
+                get, put = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+                if get is not None and put is not None:
+                    found = get, put
+            _DIRECT[lib.filepath] = found
+        return found
+
+    @staticmethod
+    def _count(lib):
+        direct = _SharedLimits._direct(lib)
+        return direct[0]() if direct is not None else lib.num_threads
+
+    @staticmethod
     def _set(lib, n_threads):
+        direct = _SharedLimits._direct(lib)
+        if direct is not None:
+            if direct[0]() != n_threads:
+                direct[1](n_threads)
+            return
         if lib.num_threads == n_threads:
             return
         # threadpoolctl >= 3.7 lets one Python thread only (the first to set
@@ -246,6 +280,9 @@ class _SharedLimits:
             release(force=True)
 
 
+# Library path -> _SharedLimits._direct's functions, or None.
+_DIRECT = {}
+_UNSET = object()
 _limits = _SharedLimits()
 
 # interruptible's workers still inside a LAPACK call, and the BLAS limits

@@ -562,3 +562,29 @@ def test_a_limit_inside_a_smaller_one_of_the_same_thread_calls_no_library(monkey
         with blas_limit(1):
             assert counts() == [1] * len(before)
     assert counts() == original
+
+
+def test_openblas_counts_are_set_directly_and_read_back_by_threadpoolctl():
+    # The limits call an OpenBLAS on its own threads directly (threadpoolctl's
+    # Python layers cost a sixth of a 200-row KernelPCA fit after other
+    # work): what they set is what threadpoolctl then reads, and other
+    # libraries still go through threadpoolctl.
+    import scipy.linalg  # noqa: F401 - loads scipy's BLAS too
+
+    limits = _threads._SharedLimits
+    libs = _threads._blas_controller().lib_controllers
+    direct = [lib for lib in libs if lib.internal_api == "openblas"
+              and getattr(lib, "threading_layer", None) == "pthreads"]
+    if not direct or not hasattr(direct[0], "_get_symbol"):
+        pytest.skip("no OpenBLAS on its own threads, or a threadpoolctl without _get_symbol")
+    for lib in libs:
+        assert (limits._direct(lib) is not None) == (lib in direct)
+    for lib in direct:
+        original = lib.num_threads
+        try:
+            for n in (1, 2, 3, 1):
+                limits._set(lib, n)
+                assert lib.num_threads == limits._count(lib) == n
+        finally:
+            limits._set(lib, original)
+        assert lib.num_threads == original
