@@ -237,25 +237,25 @@ def within_memory_budget(nbytes, memory_budget):
     """Whether nbytes fit in memory_budget_bytes(memory_budget).
 
     With the default budget (half the available memory), a request under a
-    tenth of that budget at the last reading, taken within the last
-    ``_AVAILABLE_REUSE_S`` seconds, is judged by that reading: /proc/meminfo
-    took 20-30 us on a busy VM, 2% of a 200-row KernelPCA fit, and a tenth of
-    the budget fits unless the available memory fell tenfold in that time.
+    tenth of the budget last read, within the last ``_AVAILABLE_REUSE_S``
+    seconds, is judged by that reading: /proc/meminfo took 20-30 us on a busy
+    VM, 2% of a 200-row KernelPCA fit, and a tenth of the budget fits unless
+    the available memory fell tenfold in that time.
     """
-    global _last_available
-    if memory_budget is not None:
-        return nbytes <= parse_memory_budget(memory_budget)
-    now = time.monotonic()
-    when, available = _last_available
-    if now - when <= _AVAILABLE_REUSE_S and nbytes <= 0.05 * available:
-        return True
-    available = _available_memory()
-    _last_available = (now, available)
-    return nbytes <= 0.5 * available
+    global _last_budget
+    if memory_budget is None:
+        now = time.monotonic()
+        when, budget = _last_budget
+        if now - when <= _AVAILABLE_REUSE_S and nbytes <= 0.1 * budget:
+            return True
+    budget = memory_budget_bytes(memory_budget)
+    if memory_budget is None:
+        _last_budget = (now, budget)
+    return nbytes <= budget
 
 
-# (time.monotonic(), bytes) of within_memory_budget's last reading.
-_last_available = (-float("inf"), 0)
+# (time.monotonic(), bytes) of within_memory_budget's last default budget.
+_last_budget = (-float("inf"), 0)
 _AVAILABLE_REUSE_S = 1.0
 
 

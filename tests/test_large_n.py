@@ -584,7 +584,7 @@ def test_a_small_gram_is_judged_by_a_recent_memory_reading(monkeypatch):
     monkeypatch.setattr(_validation.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(_validation, "_available_memory",
                         lambda: reads.append(available[0]) or available[0])
-    monkeypatch.setattr(_validation, "_last_available", (-float("inf"), 0))
+    monkeypatch.setattr(_validation, "_last_budget", (-float("inf"), 0))
     small, large = 1 << 20, 1 << 30
     assert _validation.within_memory_budget(small, None) and len(reads) == 1
     available[0] = 1 << 20  # memory runs out
