@@ -344,7 +344,8 @@ class _BlasLimit:
         controller = _blas_controller() if self.controller is None else self.controller
         self._token = _limits.acquire(controller, self.n_threads)
         if self.controller is None:
-            held.append(min(held[-1], self.n_threads) if held else self.n_threads)
+            # Here any enclosing count is above n_threads: n_threads is the smallest.
+            held.append(self.n_threads)
         return self
 
     def __exit__(self, *exc):
