@@ -20,7 +20,11 @@ with ties going to the lower index, so G, the pivots and the reported traces
 do not depend on the thread count or on the batching.
 
 The step is memory bound: it reads all of Gt[:k] once (a streaming axpy over
-j on a block of rows whose float64 accumulator stays in L1).  One parallel
+j on a block of rows whose float64 accumulator stays in L1).  So ``prepare``
+subtracts the sums of many candidate pivots in one read of Gt[:k]
+(src/fk_inchol.h, the same arithmetic in the same order), and a later step
+at one of them starts from its partial column and reads only the rows of Gt
+added since (fastkern.lowrank._Candidates chooses the candidates).  One parallel
 region per step (several only when a step takes longer than the Ctrl-C
 batch target), instead of the 9 or so a generic Gram call for the kernel
 column opens, which on a loaded 2-core machine made 2 threads slower than 1.
@@ -39,6 +43,7 @@ import numpy as np
 from numpy.linalg import LinAlgError
 
 from fastkern._batches cimport Batches
+from fastkern._openmp cimport omp_get_thread_num
 from fastkern._maps cimport (
     K_LAPLACIAN, K_RBF, fk_l1dist_row_d, fk_l1dist_row_f, fk_sqdist_row_d, fk_sqdist_row_f,
     fk_vexp_d, fk_vexp_f, FK_N_PARAMS, FK_P_GAMMA,
@@ -49,6 +54,9 @@ cdef enum:
     # of Gt[j, block] is a 2-4 KB contiguous run the prefetcher follows.
     # At most FK_MAX_SEG (the maps' segment limit).
     ROWS = 512
+    # Rows per block of prepare: the block's slab of Gt (k runs of PASS_ROWS)
+    # stays in L2 while each group of four candidates reads it again.
+    PASS_ROWS = 128
 
 # The kernel columns computed here carry the compiled loops' kind codes
 # (src/fk_maps.h: K_RBF, K_LAPLACIAN); GIVEN, outside them, means the caller
@@ -61,39 +69,51 @@ GIVEN = K_GIVEN
 DIRECT_KINDS = frozenset((K_RBF, K_LAPLACIAN))
 
 
+cdef void _kernel_column(const floating *xp, const floating *Xt, Py_ssize_t n, Py_ssize_t d,
+                         Py_ssize_t i0, Py_ssize_t m, int kind, double gamma,
+                         double *acc) noexcept nogil:
+    """acc[:m] = k(x_p, x_i) for rows i0..i0 + m - 1 (m <= ROWS), a DIRECT_KINDS kernel."""
+    cdef floating kc[ROWS]
+    cdef Py_ssize_t i
+    # Direct differences: exact or correctly rounded whatever the data's
+    # offset, so no centring and no cancellation (the Gram code's direct
+    # path, with the same chunked sums and exp).
+    if floating is double:
+        if kind == K_RBF:
+            fk_sqdist_row_d(xp, Xt + i0, n, d, m, kc)
+        else:
+            fk_l1dist_row_d(xp, Xt + i0, n, d, m, kc)
+        fk_vexp_d(kc, m, -gamma)
+    else:
+        if kind == K_RBF:
+            fk_sqdist_row_f(xp, Xt + i0, n, d, m, kc)
+        else:
+            fk_l1dist_row_f(xp, Xt + i0, n, d, m, kc)
+        fk_vexp_f(kc, m, <float> -gamma)
+    for i in range(m):
+        acc[i] = kc[i]
+
+
 cdef void _step_block(floating *Gt, Py_ssize_t n, Py_ssize_t k, Py_ssize_t i0,
                       Py_ssize_t i1, const double *gp, double tau, Py_ssize_t p,
                       double *resid, const floating *xp, const floating *Xt, Py_ssize_t d,
-                      int kind, double gamma, double *bmax, Py_ssize_t *barg,
-                      double *bsum) noexcept nogil:
+                      int kind, double gamma, const double *partial, Py_ssize_t j0,
+                      double *bmax, Py_ssize_t *barg, double *bsum) noexcept nogil:
     cdef double acc[ROWS]
-    cdef floating kc[ROWS]
     cdef Py_ssize_t i, j, m = i1 - i0, best
     cdef const floating *row
     cdef floating *col = Gt + k * n + i0
     cdef double g, v, r, top, s, inv_tau = 1.0 / tau
-    if kind == K_GIVEN:
+    if partial != NULL:
+        # prepare's sums over j < j0 (the same arithmetic, already done).
+        for i in range(m):
+            acc[i] = partial[i0 + i]
+    elif kind == K_GIVEN:
         for i in range(m):
             acc[i] = col[i]
     else:
-        # Direct differences: exact or correctly rounded whatever the data's
-        # offset, so no centring and no cancellation (the Gram code's direct
-        # path, with the same chunked sums and exp).
-        if floating is double:
-            if kind == K_RBF:
-                fk_sqdist_row_d(xp, Xt + i0, n, d, m, kc)
-            else:
-                fk_l1dist_row_d(xp, Xt + i0, n, d, m, kc)
-            fk_vexp_d(kc, m, -gamma)
-        else:
-            if kind == K_RBF:
-                fk_sqdist_row_f(xp, Xt + i0, n, d, m, kc)
-            else:
-                fk_l1dist_row_f(xp, Xt + i0, n, d, m, kc)
-            fk_vexp_f(kc, m, <float> -gamma)
-        for i in range(m):
-            acc[i] = kc[i]
-    for j in range(k):
+        _kernel_column(xp, Xt, n, d, i0, m, kind, gamma, acc)
+    for j in range(j0, k):
         g = gp[j]
         row = Gt + j * n + i0
         for i in range(m):
@@ -124,14 +144,17 @@ cdef void _step_block(floating *Gt, Py_ssize_t n, Py_ssize_t k, Py_ssize_t i0,
 
 def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, double tau,
          double[::1] resid, const floating[:, ::1] X, const floating[:, ::1] Xt, int kind,
-         const double[::1] params, int n_threads, Py_ssize_t first=0):
+         const double[::1] params, int n_threads, Py_ssize_t first=0,
+         const double[::1] partial=None, Py_ssize_t j0=0):
     """Pivot step k at row p: column k of G, the residuals, and the next pivot.
 
     gp is G[p, :k] in float64 and tau = sqrt(r_p).  With kind GIVEN, Gt[k]
     holds the kernel column K[:, p] on entry; with a kind of DIRECT_KINDS the column
     is computed here from X (n x d, row p used) and Xt (X transposed, d x n)
     with the parameter array params (``fastkern._gram.pack_params``; not read
-    with GIVEN).  Row blocks run in time-bounded batches
+    with GIVEN).  partial (n entries) and j0: the column with the terms
+    j < j0 already subtracted, as ``prepare`` leaves it; the step then reads
+    Gt[j0:k] alone.  Row blocks run in time-bounded batches
     (fastkern._batches) so Ctrl-C is seen within one long step; ``first`` is
     the batch size learned by the previous step.
 
@@ -139,6 +162,14 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
     residuals).  Inputs are validated by fastkern.lowrank.
     """
     cdef Py_ssize_t n = Gt.shape[1], d = X.shape[1]
+    cdef const double *part = NULL
+    if partial is not None:
+        if partial.shape[0] != n or not 0 <= j0 <= k:
+            raise ValueError(f"partial must hold {n} entries and 0 <= j0 <= k, got "
+                             f"{partial.shape[0]} entries and j0={j0} for k={k}")
+        part = &partial[0]
+    else:
+        j0 = 0
     cdef Py_ssize_t nblocks = (n + ROWS - 1) // ROWS, b
     cdef floating *G = &Gt[0, 0]
     cdef const double *g = &gp[0] if k > 0 else NULL
@@ -177,7 +208,8 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
                 for b in prange(batches.start, batches.stop, num_threads=threads,
                                 schedule='dynamic', chunksize=4):
                     _step_block(G, n, k, b * ROWS, min(b * ROWS + ROWS, n), g, tau, p, r,
-                                xp, xt, d, kind, gamma, bmax + b, barg + b, bsum + b)
+                                xp, xt, d, kind, gamma, part, j0, bmax + b, barg + b,
+                                bsum + b)
         top = bmax[0]
         best = barg[0]
         trace = 0.0
@@ -191,6 +223,83 @@ def step(floating[:, ::1] Gt, Py_ssize_t k, Py_ssize_t p, const double[::1] gp, 
         free(bsum)
         free(barg)
     return batches.size, best, top, trace
+
+
+cdef extern from "fk_inchol.h" nogil:
+    void fk_inchol_update_d(double *w, Py_ssize_t ldw, Py_ssize_t c, const double *g,
+                            Py_ssize_t k, const double *gt, Py_ssize_t ldg, Py_ssize_t m,
+                            double *panel)
+    void fk_inchol_update_f(double *w, Py_ssize_t ldw, Py_ssize_t c, const double *g,
+                            Py_ssize_t k, const float *gt, Py_ssize_t ldg, Py_ssize_t m,
+                            double *panel)
+    int FK_INCHOL_PANEL
+
+
+cdef void _prepare_block(const floating *Gt, Py_ssize_t n, Py_ssize_t k, Py_ssize_t i0,
+                         Py_ssize_t i1, const Py_ssize_t *cand, Py_ssize_t c,
+                         const double *gc, double *W, const floating *X, const floating *Xt,
+                         Py_ssize_t d, int kind, double gamma, double *panel) noexcept nogil:
+    cdef Py_ssize_t t
+    for t in range(c):
+        _kernel_column(X + cand[t] * d, Xt, n, d, i0, i1 - i0, kind, gamma, W + t * n + i0)
+    if k == 0:
+        return
+    if floating is double:
+        fk_inchol_update_d(W + i0, n, c, gc, k, Gt + i0, n, i1 - i0, panel)
+    else:
+        fk_inchol_update_f(W + i0, n, c, gc, k, Gt + i0, n, i1 - i0, panel)
+
+
+def prepare(const floating[:, ::1] Gt, Py_ssize_t k, const Py_ssize_t[::1] cand,
+            const double[:, ::1] gc, double[:, ::1] W, const floating[:, ::1] X,
+            const floating[:, ::1] Xt, int kind, const double[::1] params, int n_threads,
+            Py_ssize_t first=0):
+    """The columns of candidate pivots up to step k, for ``step``'s partial.
+
+    W[t] = K[:, cand[t]] - sum over j < k of G[cand[t], j] Gt[j], in the
+    step's arithmetic and order, so that ``step(..., partial=W[t], j0=k)``
+    at a later step finishes the column the plain step would compute, bit
+    for bit.  gc is G[cand, :k] in float64 (c x k, C order); W has at least
+    c rows of n.  A DIRECT_KINDS kernel (the column from X and Xt, as step
+    computes it).  Gt[:k] is read once for all the candidates rather than
+    once per step, in time-bounded batches of row blocks (Ctrl-C).
+
+    Returns the batch size learned (``first`` for the next call).
+    """
+    cdef Py_ssize_t n = Gt.shape[1], d = X.shape[1], c = cand.shape[0], t
+    cdef Py_ssize_t nblocks = (n + PASS_ROWS - 1) // PASS_ROWS, b
+    if kind not in DIRECT_KINDS:
+        raise ValueError(f"kind must be one of DIRECT_KINDS, got {kind}")
+    if params is None or params.shape[0] != FK_N_PARAMS:
+        raise ValueError(f"params must hold the {FK_N_PARAMS} values of pack_params()")
+    if not 0 <= k <= Gt.shape[0] or c == 0 or gc.shape[0] != c or gc.shape[1] != k \
+            or W.shape[0] < c or W.shape[1] != n or X.shape[0] != n \
+            or Xt.shape[0] != d or Xt.shape[1] != n:
+        raise ValueError(f"prepare needs gc of {c} x {k}, W of at least {c} x {n}, X of "
+                         f"{n} rows and Xt of {d} x {n}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    for t in range(c):
+        if not 0 <= cand[t] < n:
+            raise ValueError(f"candidate rows must be in [0, {n}), got {cand[t]}")
+    if n == 0:
+        return first
+    cdef double gamma = params[FK_P_GAMMA]
+    cdef const floating *G = &Gt[0, 0]
+    cdef const double *g = &gc[0, 0] if k > 0 else NULL
+    cdef int threads
+    # Each thread's copy of the panel of Gt its block is at (fk_inchol.h).
+    cdef double[:, ::1] panels = np.empty((max(n_threads, 1), max(k, 1) * FK_INCHOL_PANEL))
+    cdef Batches batches = Batches(nblocks, n_threads, first)
+    while batches.next():
+        threads = <int> min(<Py_ssize_t> batches.threads, batches.stop - batches.start)
+        with nogil:
+            for b in prange(batches.start, batches.stop, num_threads=threads,
+                            schedule='dynamic'):
+                _prepare_block(G, n, k, b * PASS_ROWS, min(b * PASS_ROWS + PASS_ROWS, n),
+                               &cand[0], c, g, &W[0, 0], &X[0, 0], &Xt[0, 0], d, kind, gamma,
+                               &panels[omp_get_thread_num(), 0])
+    return batches.size
 
 
 def syevr(floating[::1, :] a, bint lower, int il, int iu):

@@ -36,6 +36,71 @@ DIAG_BLOCK = 128
 # the kernel values and of the running update: a pivot there would add a
 # column of noise, so the factorisation stops (the numerical rank).
 ROUNDING = 4.0
+# Candidate pivots whose columns one pass prepares (``_Candidates``), and the
+# most memory their partial columns may take (then fewer, at least
+# MIN_CANDIDATES, else no pass).
+CANDIDATES = 32
+MIN_CANDIDATES = 8
+CANDIDATE_BYTES = 64 << 20
+# Passes start once Gt[:k] holds this many bytes.  Below, a step reads it from
+# the caches about as fast as a pass computes, and the pass's unused
+# candidates are lost work: on a 2-core AMD EPYC (32 MB of L3), starting at
+# 4 MB made N=5000, rank 200 1.2x slower; from 8 MB on, no size measured
+# (N = 2000 to 100,000, rank 60 to 800) was slower than without passes.
+PREPARE_FROM_BYTES = 8 << 20
+# ... and from step max(PREPARE_FROM_STEP, PREPARE_PER_FEATURE * d) on: a pass
+# also computes the kernel columns of all its candidates (O(c n d), and an
+# exp each), which before that outweighed the sums it saves (N=100,000, d=8,
+# rank 60: 1.15x slower with passes from step 11).
+PREPARE_FROM_STEP = 64
+PREPARE_PER_FEATURE = 2
+
+
+class _Candidates:
+    """The columns of likely next pivots, prepared in one pass over Gt.
+
+    A pivot step subtracts G[p, :k] Gt[:k] from the kernel column: it reads
+    all of Gt[:k] for one column, so past the caches it runs at the memory's
+    speed.  The next pivots are nearly always among the rows of largest
+    residual now (each pivot lowers the residuals of its neighbours, not of
+    rows far from it): on RBF data, the 32 largest held the next 18 pivots on
+    average.  So a pass (``_inchol.prepare``) subtracts the sums for those
+    rows together, reading each part of Gt once for all of them; the step of
+    such a pivot then adds only the columns made since the pass.  The
+    columns are the plain step's bit for bit (the same arithmetic in the
+    same order), so the passes change the time alone.  A pivot outside the
+    candidates, or one as many steps after the pass as there are candidates,
+    starts a new pass.
+    """
+
+    def __init__(self, n, count):
+        self.W = np.empty((count, n))
+        self.slot = np.full(n, -1, dtype=np.intp)
+        self.rows = np.empty(0, dtype=np.intp)
+        self.start = 0
+        self.batch = 0
+
+    def partial(self, Gt, k, p, resid, X, Xt, kind, kparams, threads):
+        """(W row, j0) for step k's pivot p: its column less the terms j < j0."""
+        count = self.W.shape[0]
+        s = self.slot[p] if k - self.start < count else -1
+        if s < 0:
+            self.slot[self.rows] = -1
+            n = resid.shape[0]
+            rows = np.argpartition(resid, n - count)[n - count:]
+            if not (rows == p).any():
+                # Tied for the largest residual with more than `count` rows.
+                rows[0] = p
+            self.rows = rows
+            self.slot[rows] = np.arange(count)
+            gc = np.ascontiguousarray(Gt[:k, rows].T, dtype=np.float64)
+            self.batch = _inchol.prepare(Gt, k, rows, gc, self.W, X, Xt, kind, kparams,
+                                         threads, self.batch)
+            self.start = k
+            s = self.slot[p]
+        return self.W[s], self.start
+
+
 class IncompleteCholesky(NamedTuple):
     """Result of :func:`incomplete_cholesky`, a named tuple.
 
@@ -99,8 +164,13 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     Laplacian kernels one parallel pass per pivot computes the kernel column
     from direct differences x_i - x_p (no cancellation whatever the data's
     offset), the update, the residuals and the next pivot; other kernels
-    compute the column with fastkern's Gram code first.  Memory: n x rank for
-    G, plus a transposed copy of X (n x d, RBF/Laplacian) and O(n).
+    compute the column with fastkern's Gram code first.  Once G no longer
+    fits in the caches, the RBF and Laplacian steps take the sums of the
+    likely next pivots (the rows of largest residual) in one pass over G for
+    several steps, instead of one pass each, with the same arithmetic: the
+    factor is the same bit for bit.  Memory: n x rank for G, plus a
+    transposed copy of X (n x d, RBF/Laplacian), those pivots' columns (32 x
+    n float64, at most 64 MB) and O(n).
 
     Parameters
     ----------
@@ -250,6 +320,9 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
     pivots, traces, maxima = [], [], []
     column_threads = threads_for(n_threads, n * d, serial_below=SERIAL_MULTIPLY_ADDS)
     chooser = StepThreads(n_threads)
+    count = min(CANDIDATES, CANDIDATE_BYTES // (8 * max(n, 1)), n)
+    candidates = (_Candidates(n, count) if kind != _inchol.GIVEN and count >= MIN_CANDIDATES
+                  else None)
     k = 0
     p = int(np.argmax(resid))
     top = float(resid[p])
@@ -282,11 +355,15 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
             spec.gram(X[p:p + 1], X, out=Gt[k].reshape(1, n), n_threads=column_threads)
         gp = np.array(Gt[:k, p], dtype=np.float64)
         threads = chooser.pick(k)
+        partial, j0 = None, 0
+        if (candidates is not None and k >= max(PREPARE_FROM_STEP, PREPARE_PER_FEATURE * d)
+                and k * n * Gt.itemsize >= PREPARE_FROM_BYTES):
+            partial, j0 = candidates.partial(Gt, k, p, resid, X, Xt, kind, kparams, threads)
         start = time.perf_counter()
         chooser.batch[threads], p_next, top, trace = _inchol.step(
             Gt, k, p, gp, math.sqrt(top), resid, X, Xt, kind, kparams, threads,
-            chooser.batch[threads])
-        chooser.record(threads, time.perf_counter() - start, n * (k + d))
+            chooser.batch[threads], partial, j0)
+        chooser.record(threads, time.perf_counter() - start, n * (k - j0 + d))
         if centered:
             column = Gt[k].astype(np.float64)
             column -= column.mean()

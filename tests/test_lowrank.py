@@ -16,7 +16,7 @@ from scipy.spatial.distance import pdist
 from sklearn.metrics import pairwise as skp
 
 import fastkern
-from fastkern import kernels
+from fastkern import _gram, _inchol, kernels, lowrank
 from fastkern._testing import least_time_to_interrupt
 from fastkern._gamma import _gamma_from_pairs
 from fastkern.lowrank import estimate_gamma, incomplete_cholesky
@@ -133,6 +133,100 @@ def test_fused_step_is_thread_independent_at_block_edges(n, kernel, dtype):
     np.testing.assert_array_equal(res[0].G, res[1].G)
     np.testing.assert_array_equal(res[0].residual_trace, res[1].residual_trace)
     np.testing.assert_array_equal(res[0].max_residual, res[1].max_residual)
+
+
+def _force_candidate_passes(monkeypatch, count):
+    """Candidate passes from the first step, `count` candidates; returns the list
+    of the steps at which a pass ran."""
+    monkeypatch.setattr(lowrank, "PREPARE_FROM_BYTES", 0)
+    monkeypatch.setattr(lowrank, "PREPARE_FROM_STEP", 0)
+    monkeypatch.setattr(lowrank, "PREPARE_PER_FEATURE", 0)
+    monkeypatch.setattr(lowrank, "CANDIDATES", count)
+    monkeypatch.setattr(lowrank, "MIN_CANDIDATES", 1)
+    passes = []
+    real = _inchol.prepare
+
+    def spy(Gt, k, *args):
+        passes.append(k)
+        return real(Gt, k, *args)
+
+    monkeypatch.setattr(_inchol, "prepare", spy)
+    return passes
+
+
+# n across the passes' 128-row blocks and 8-row panels; counts that are and
+# are not multiples of the 4-candidate tiles, one below the pivots' spread
+# (every few steps a pivot is not a candidate: a new pass).
+@pytest.mark.parametrize("n, count", [(9, 3), (129, 13), (1031, 32), (2500, 32)])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_candidate_passes_give_the_plain_factor_bit_for_bit(monkeypatch, n, count, kernel,
+                                                            dtype, n_threads):
+    X = _data(n, 6, dtype, seed=n)
+    kwargs = dict(gamma=0.3, tol=0.0, max_rank=min(n, 150), n_threads=n_threads)
+    monkeypatch.setattr(lowrank, "PREPARE_FROM_BYTES", 1 << 62)
+    plain = incomplete_cholesky(X, kernel, **kwargs)
+    passes = _force_candidate_passes(monkeypatch, count)
+    fast = incomplete_cholesky(X, kernel, **kwargs)
+    assert passes, "no candidate pass ran"
+    np.testing.assert_array_equal(fast.pivots, plain.pivots)
+    np.testing.assert_array_equal(fast.G, plain.G)
+    np.testing.assert_array_equal(fast.residual_trace, plain.residual_trace)
+    np.testing.assert_array_equal(fast.max_residual, plain.max_residual)
+
+
+def test_candidate_passes_keep_ties_on_the_first_row(monkeypatch):
+    # Repeated rows: each pair ties at every step, and more rows than there are
+    # candidates tie for the largest residual at the start.
+    X = np.repeat(_data(40, 3, seed=17), 2, axis=0)
+    passes = _force_candidate_passes(monkeypatch, 8)
+    res = incomplete_cholesky(X, "rbf", gamma=0.3, tol=1e-12, n_threads=2)
+    assert passes
+    assert res.pivots[0] == 0
+    assert np.all(res.pivots % 2 == 0) and len(res.pivots) == 40
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, k, c", [(1, 0, 1), (7, 3, 5), (300, 17, 9), (1031, 40, 32)])
+def test_prepare_subtracts_each_candidates_pivot_sums(kernel, dtype, n, k, c):
+    rng = np.random.default_rng(n + k)
+    X = (rng.standard_normal((n, 5)) + 50).astype(dtype)
+    Xt = np.ascontiguousarray(X.T)
+    # Rows past k are never read: NaN would show.
+    Gt = np.vstack([rng.standard_normal((k, n)), np.full((2, n), np.nan)]).astype(dtype)
+    cand = rng.choice(n, c, replace=c > n).astype(np.intp)
+    gc = rng.standard_normal((c, k))
+    W = np.full((c + 1, n), np.nan)
+    _inchol.prepare(Gt, k, cand, gc, W, X, Xt, _gram.kind_codes()[kernel],
+                    _gram.pack_params({"gamma": 0.3}), 2)
+    # Direct differences (the data sit at an offset of 50, where |x|^2 - 2 x.y
+    # + |y|^2 would lose digits).
+    diff = X.astype(np.float64)[cand][:, None, :] - X.astype(np.float64)[None, :, :]
+    dist = (diff ** 2).sum(-1) if kernel == "rbf" else np.abs(diff).sum(-1)
+    K = np.exp(-0.3 * dist)
+    expected = K - gc @ Gt[:k].astype(np.float64)
+    # Float32 data: the kernel value is rounded to float32, as the plain step's.
+    kernel_err = np.finfo(dtype).eps * 4
+    bound = kernel_err + 1e-13 * (1 + np.abs(gc) @ np.abs(Gt[:k].astype(np.float64)))
+    assert np.all(np.abs(W[:c] - expected) <= bound)
+    assert np.isnan(W[c]).all()
+
+
+@pytest.mark.parametrize("change, match", [
+    (dict(k=5), "gc of"), (dict(cand=np.array([0, 9], dtype=np.intp)), "candidate rows"),
+    (dict(n_threads=0), "n_threads"), (dict(kind=0), "DIRECT_KINDS"),
+    (dict(W=np.empty((1, 9))), "W of at least"),
+])
+def test_prepare_refuses_what_does_not_fit(change, match):
+    X = _data(9, 2)
+    args = dict(Gt=np.zeros((4, 9)), k=2, cand=np.array([0, 3], dtype=np.intp),
+                gc=np.zeros((2, 2)), W=np.empty((2, 9)), X=X, Xt=np.ascontiguousarray(X.T),
+                kind=_gram.kind_codes()["rbf"], params=_gram.pack_params({}), n_threads=1)
+    args.update(change)
+    with pytest.raises(ValueError, match=match):
+        _inchol.prepare(*args.values())
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
