@@ -245,6 +245,17 @@ def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, 
     assert any(n.startswith("threads_large_n_") for n in names), names
 
 
+def test_a_host_measured_at_several_commits_names_each_files_commit():
+    make_plots = _import_from(ROOT / "docs" / "benchmarks", "make_plots")
+    runs = [{"name": name, "host": {"cpu": "X", "commit": commit}, "machine": {"cores": 2}}
+            for name, commit in (("sizes-x", "aaa1111"), ("busy-x", "aaa1111"),
+                                 ("kernlab-x", "bbb2222"))]
+    text = make_plots.describe(runs)
+    assert ("commits ``aaa1111`` (``sizes-x.json``, ``busy-x.json``); ``bbb2222`` "
+            "(``kernlab-x.json``)") in text
+    assert "Measured on fastkern's commit ``aaa1111``." in make_plots.describe(runs[:2])
+
+
 def test_interleaved_records_a_failing_contestant_and_goes_on():
     _standalone = _import_from(BENCH, "_standalone")
     calls = []

@@ -79,8 +79,17 @@ def describe(runs):
     soft = (f"fastkern {m.get('fastkern', '?')}, Python {m.get('python', '?')}, "
             f"NumPy {m.get('numpy', '?')}, SciPy {m.get('scipy', '?')}")
     text = "; ".join(parts) + ". **Software:** " + soft + "."
-    if host.get("commit"):
-        text += f" Measured on fastkern's commit ``{host['commit']}``."
+    by_commit = defaultdict(list)
+    for r in runs:
+        if r["host"].get("commit"):
+            by_commit[r["host"]["commit"]].append(r["name"])
+    if len(by_commit) == 1:
+        text += f" Measured on fastkern's commit ``{next(iter(by_commit))}``."
+    elif by_commit:
+        # Runs saved at different times: each file names its own commit.
+        text += " Measured on fastkern's commits " + "; ".join(
+            f"``{commit}`` ({', '.join(f'``{name}.json``' for name in names)})"
+            for commit, names in by_commit.items()) + "."
     if host.get("notes"):
         text += " " + host["notes"]
     files = ", ".join(f"``{r['name']}.json``" for r in runs)
@@ -272,10 +281,10 @@ def load_scripts(data_dir):
 def describe_scripts(docs):
     """The machine paragraph of a section drawn from the scripts' documents."""
     first = next(iter(docs.values()))
-    run = {"name": first["name"], "host": dict(first.get("host", {})),
-           "machine": first.get("machine", {})}
-    run["host"].pop("notes", None)
-    text = describe([run]).rsplit(" Saved results:", 1)[0]
+    runs = [{"name": d["name"], "machine": d.get("machine", {}),
+             "host": {k: v for k, v in d.get("host", {}).items() if k != "notes"}}
+            for d in docs.values()]
+    text = describe(runs).rsplit(" Saved results:", 1)[0]
     m = first.get("machine", {})
     if m.get("sklearn"):
         text = text.replace(f"SciPy {m.get('scipy', '?')}.",
