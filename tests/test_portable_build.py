@@ -57,6 +57,69 @@ def test_msvc_sees_no_gnu_syntax(header, tmp_path):
     assert " restrict " not in f" {' '.join(text.split())} ", f"{header} uses C99 restrict"
 
 
+# fk_inchol.h's candidate update against the pivot step's loop (a running
+# acc = acc - g * Gt[j][i] over j in order), on sizes across the 8-row panels
+# and 4-candidate tiles; prints the entries that differ in any bit.
+INCHOL_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fk_inchol.h"
+int main(void) {
+    const ptrdiff_t n = 37, sizes[][3] = {{0, 5, 37}, {3, 4, 8}, {17, 9, 37}, {64, 13, 23}};
+    double *gt = malloc(sizeof(double) * 64 * n), *g = malloc(sizeof(double) * 13 * 64);
+    double *w = malloc(sizeof(double) * 13 * n), *ref = malloc(sizeof(double) * 13 * n);
+    double *panel = malloc(sizeof(double) * 64 * 8);
+    float *gtf = malloc(sizeof(float) * 64 * n);
+    unsigned long long s = 88172645463325252ULL;
+    long bad = 0;
+    for (ptrdiff_t i = 0; i < 64 * n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        gt[i] = (double)(s % 2000003) / 1000001.0 - 1.0;
+        gtf[i] = (float)gt[i];
+    }
+    for (ptrdiff_t i = 0; i < 13 * 64; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        g[i] = (double)(s % 1000003) / 3000001.0;
+    }
+    for (int f = 0; f < 2; f++)
+    for (int c_ = 0; c_ < 4; c_++) {
+        ptrdiff_t k = sizes[c_][0], c = sizes[c_][1], m = sizes[c_][2];
+        for (ptrdiff_t t = 0; t < c; t++)
+            for (ptrdiff_t i = 0; i < n; i++) {
+                double acc = 0.5 + 0.01 * (double)(t * n + i);
+                w[t * n + i] = acc;
+                if (i < m)
+                    for (ptrdiff_t j = 0; j < k; j++)
+                        acc = acc - g[t * k + j] * (f ? (double)gtf[j * n + i] : gt[j * n + i]);
+                ref[t * n + i] = acc;
+            }
+        if (f)
+            fk_inchol_update_f(w, n, c, g, k, gtf, n, m, panel);
+        else
+            fk_inchol_update_d(w, n, c, g, k, gt, n, m, panel);
+        for (ptrdiff_t i = 0; i < c * n; i++)
+            bad += memcmp(&w[i], &ref[i], sizeof(double)) != 0;
+    }
+    printf("%ld\n", bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+@pytest.mark.parametrize("flags", [(), ("-DFK_INCHOL_PLAIN",), ("-O0",)],
+                         ids=["vectors", "plain", "O0"])
+def test_inchol_update_is_the_steps_arithmetic_bit_for_bit(flags, tmp_path):
+    src = tmp_path / "inchol.c"
+    src.write_text(INCHOL_PROGRAM)
+    exe = tmp_path / "inchol"
+    subprocess.run([CC, "-O3", "-fno-math-errno", "-fno-trapping-math", *flags, f"-I{SRC}",
+                    str(src), "-o", str(exe)], check=True, capture_output=True, timeout=120)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["0"]
+
+
 @pytest.mark.skipif(CC is None, reason="no C compiler")
 def test_glibc_build_keeps_the_cpu_dispatch(tmp_path):
     values = _run_program(CC, tmp_path)
