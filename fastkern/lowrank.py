@@ -45,13 +45,14 @@ CANDIDATE_BYTES = 64 << 20
 # Passes start once Gt[:k] holds this many bytes.  Below, a step reads it from
 # the caches about as fast as a pass computes, and the pass's unused
 # candidates are lost work: on a 2-core AMD EPYC (32 MB of L3), starting at
-# 4 MB made N=5000, rank 200 1.2x slower; from 8 MB on, no size measured
-# (N = 2000 to 100,000, rank 60 to 800) was slower than without passes.
+# 4 MB made N=5000, rank 200 1.2x slower.
 PREPARE_FROM_BYTES = 8 << 20
 # ... and from step max(PREPARE_FROM_STEP, PREPARE_PER_FEATURE * d) on: a pass
 # also computes the kernel columns of all its candidates (O(c n d), and an
 # exp each), which before that outweighed the sums it saves (N=100,000, d=8,
-# rank 60: 1.15x slower with passes from step 11).
+# rank 60: 1.15x slower with passes from step 11).  With both rules no size
+# measured (N = 2000 to 200,000, d = 8 to 64, rank 40 to 800) was slower
+# than without passes.
 PREPARE_FROM_STEP = 64
 PREPARE_PER_FEATURE = 2
 
