@@ -264,6 +264,13 @@ _CHECK_SPACING = 2
 # second call (53.6 ms against 27-42 ms).  Another pool's spinning threads
 # leave n_threads about as fast as one (the blocks are claimed: fk_spin.h).
 _ONE_THREAD_MARGIN = 1.25
+# The products' thread rates of recent solves, by size class (n.bit_length()):
+# a solve of 1000 rows makes 2-3 product calls, so a chooser of its own ran
+# most of them before it had timed both counts.  KernelPCA at N = 1000 with a
+# spinning competitor per core, 60 fits each way: default threads' median
+# 1.20-1.22x n_threads=1's, 0.76-0.89x with the rates remembered; idle,
+# 0.73-0.88x against 0.73-0.79x.
+_CHOOSER_MEMORY = {}
 
 # Most multiply-adds (about n^2 a step) between two returns to Python, where
 # Ctrl-C is seen: under 0.1 s even where K is read from memory.
@@ -382,7 +389,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     # The products' threads: n_threads, or one where one was clearly faster
     # lately (another pool's threads or another process on the cores).  The
     # thread count does not change the result.
-    chooser = (StepThreads(n_threads, margin=_ONE_THREAD_MARGIN)
+    chooser = (StepThreads(n_threads, margin=_ONE_THREAD_MARGIN, memory=_CHOOSER_MEMORY,
+                           key=n.bit_length())
                if acc is not None and n_threads > 1 else None)
     calls = 0
     j, restarts, last = 0, 0, None

@@ -133,18 +133,36 @@ class StepThreads:
     takes over only when it was this many times faster than n_threads (a
     first timing that met a cold cache or a moment's load must not decide a
     whole run).
+
+    ``memory`` (a dict the caller keeps) and ``key``: a run of few steps
+    (a Lanczos solve of 1000 rows makes 2-3 calls) would spend most of them
+    timing both counts.  With a memory, a run starts from the rates of the
+    last run of the same key and thread count if it ended under
+    ``REMEMBER_S`` ago, and the steps that probe the other count are counted
+    across runs.
     """
 
     PROBE_EVERY = 16
+    REMEMBER_S = 5.0
 
-    def __init__(self, n_threads, margin=1.0):
+    def __init__(self, n_threads, margin=1.0, memory=None, key=None):
         self.options = (n_threads, 1) if n_threads > 1 else (1,)
         self.margin = margin
         self.rate = {}
         self.batch = dict.fromkeys(self.options, 0)
+        self._memory, self._key = memory, (self.options, key)
+        self._offset = self._next = 0
+        if memory is not None:
+            seen = memory.get(self._key)
+            if seen is not None and time.monotonic() - seen[0] < self.REMEMBER_S:
+                _, rate, self._offset = seen
+                self.rate = dict(rate)
+                self._next = self._offset
 
     def pick(self, step):
         """The thread count for step number ``step``."""
+        step += self._offset
+        self._next = step + 1
         untried = [t for t in self.options if t not in self.rate]
         if untried:
             return untried[0]
@@ -163,6 +181,8 @@ class StepThreads:
         best = min(self.rate.values()) if self.rate else None
         # The incumbent is averaged; a probe replaces the other's value.
         self.rate[threads] = rate if old is None or old != best else 0.75 * old + 0.25 * rate
+        if self._memory is not None:
+            self._memory[self._key] = (time.monotonic(), dict(self.rate), self._next)
 
 
 def _blas_controller():

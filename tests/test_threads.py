@@ -398,6 +398,32 @@ def test_step_threads_margin_keeps_n_threads_unless_one_is_clearly_faster():
     assert c.pick(3) == 1
 
 
+def test_step_threads_start_from_a_recent_run_with_the_same_key(monkeypatch):
+    from fastkern._threads import StepThreads
+
+    memory = {}
+    first = StepThreads(2, margin=1.25, memory=memory, key=10)
+    assert first.pick(0) == 2
+    first.record(2, 2.0, 1)
+    assert first.pick(1) == 1
+    first.record(1, 1.0, 1)          # one thread clearly faster
+    # A new run of the same key starts on one thread, without timing both.
+    assert StepThreads(2, margin=1.25, memory=memory, key=10).pick(0) == 1
+    # Another key, or no memory, knows nothing.
+    assert StepThreads(2, margin=1.25, memory=memory, key=11).pick(0) == 2
+    assert StepThreads(2, margin=1.25).pick(0) == 2
+    # The probes of n_threads go on across runs of one step each.
+    picks = []
+    for _ in range(StepThreads.PROBE_EVERY):
+        run = StepThreads(2, margin=1.25, memory=memory, key=10)
+        picks.append(run.pick(0))
+        run.record(picks[-1], 2.0 if picks[-1] == 2 else 1.0, 1)
+    assert picks.count(2) >= 1 and picks.count(1) >= StepThreads.PROBE_EVERY - 2
+    # An old memory is forgotten.
+    monkeypatch.setattr(StepThreads, "REMEMBER_S", 0.0)
+    assert StepThreads(2, margin=1.25, memory=memory, key=10).pick(0) == 2
+
+
 def test_threads_for_takes_its_own_threshold():
     from fastkern._threads import SERIAL_MULTIPLY_ADDS, threads_for
 
