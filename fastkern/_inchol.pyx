@@ -54,8 +54,9 @@ cdef enum:
     # of Gt[j, block] is a 2-4 KB contiguous run the prefetcher follows.
     # At most FK_MAX_SEG (the maps' segment limit).
     ROWS = 512
-    # Rows per block of prepare: the block's slab of Gt (k runs of PASS_ROWS)
-    # stays in L2 while each group of four candidates reads it again.
+    # Rows per block of prepare, its unit of parallel work and of candidate
+    # kernel columns (at most ROWS); within a block, fk_inchol.h copies each
+    # 8-row panel of Gt once and every candidate sweeps it.
     PASS_ROWS = 128
 
 # The kernel columns computed here carry the compiled loops' kind codes
@@ -289,7 +290,7 @@ def prepare(const floating[:, ::1] Gt, Py_ssize_t k, const Py_ssize_t[::1] cand,
     cdef const double *g = &gc[0, 0] if k > 0 else NULL
     cdef int threads
     # Each thread's copy of the panel of Gt its block is at (fk_inchol.h).
-    cdef double[:, ::1] panels = np.empty((max(n_threads, 1), max(k, 1) * FK_INCHOL_PANEL))
+    cdef double[:, ::1] panels = np.empty((n_threads, max(k, 1) * FK_INCHOL_PANEL))
     cdef Batches batches = Batches(nblocks, n_threads, first)
     while batches.next():
         threads = <int> min(<Py_ssize_t> batches.threads, batches.stop - batches.start)

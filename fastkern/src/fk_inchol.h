@@ -3,8 +3,8 @@
  * w_t[i] -= sum over j < k of g[t][j] * Gt[j][i], for c candidate rows t at
  * once, over one block of m rows.  A pivot step reads all of Gt[:k] to
  * subtract the same sum for one row, so it is bound by the memory; here each
- * Gt[j] run is read once for four candidates while it is in L1, and the
- * block's slab of Gt stays in L2 for the next four.
+ * 8-row panel of Gt[:k] is read from memory once, copied contiguous, and swept
+ * by every candidate (FK_INCHOL_UPDATE below).
  *
  * The arithmetic of each entry is the pivot step's, in the same order:
  * w = w - g * Gt[j][i] for j = 0, 1, ..., with a separate multiply and
