@@ -377,6 +377,10 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     if not np.linalg.norm(v) > 0:
         raise ValueError("v0 must be a nonzero vector")
     V[0] = v / np.linalg.norm(v)
+    # The checks' arrays (tridiagonal_check), made once.
+    theta_buf, z_buf, relative = np.empty(m), np.empty(m * k), np.empty(k)
+    work, iwork = (np.empty(size, dtype) for size, dtype in
+                   zip(_lanczos.check_workspace(m, k), (np.float64, np.intc)))
     step_us = n * n * _STEP_US_PER_N2
     per_call = max(1, int(_LANCZOS_CALL_MADDS / (n * n)))
 
@@ -420,16 +424,25 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             if j < n:
                 _lanczos.new_direction(V, j, rng.uniform(-1, 1, n), scratch, centred)
         # Until the first restart the projected matrix is the Lanczos
-        # tridiagonal (the rest of H's lower triangle is rounding).
-        theta, Y = _top_pairs(H, j, k, tridiagonal=not restarts)
-        # A basis of all n directions: H is K in it, the pairs are exact.
-        bounds = np.abs(H[j - 1, j] * Y[j - 1]) if j < n else np.zeros(k)
-        scale = np.maximum(floor, np.abs(theta))
-        ratio = float(np.max(bounds / (tol * scale)))
+        # tridiagonal (the rest of H's lower triangle is rounding).  A basis
+        # of all n directions: H is K in it, the pairs are exact.
+        ratio = -1.0
+        if not restarts:
+            ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, j >= n, theta_buf, z_buf,
+                                               relative, work, iwork)
+        if ratio >= 0:
+            theta, Y = theta_buf[:k], z_buf[:j * k].reshape(k, j).T
+        else:
+            # After a restart, or where stemr declined.
+            theta, Y = _top_pairs(H, j, k)
+            bounds = np.abs(H[j - 1, j] * Y[j - 1]) if j < n else np.zeros(k)
+            scale = np.maximum(floor, np.abs(theta))
+            ratio = float(np.max(bounds / (tol * scale)))
+            relative = bounds / scale
         if callback is not None:
             callback(j, ratio * tol)
         if ratio <= 1 or (j == m and restarts >= max_iter):
-            return theta, V[:j].T @ Y.astype(dtype, copy=False), bounds / scale
+            return theta, V[:j].T @ Y.astype(dtype, copy=False), relative
         if j == m:
             # The top l Ritz vectors and the last basis vector carry on.
             l = min(m - 1, k + (m - k) // 2)
@@ -463,6 +476,8 @@ def _top_pairs(H, j, l, tridiagonal=False):
     removed from the vectors).  The check with LAPACK's stemr on it took
     21-93 us against 28-210 us with syevr on the dense matrix at j = 20-80
     (5 pairs); KernelPCA's fit at 200-1000 rows took 0.87-1.01x its time.
+    The checks before a restart are now ``_lanczos.tridiagonal_check``'s,
+    the same stemr call from C; this one keeps the first restart's pairs.
     """
     if tridiagonal:
         d = np.array(np.diagonal(H[:j, :j]), dtype=np.float64)

@@ -80,6 +80,19 @@ def test_restarts_keep_the_answer(ncv):
     _check_pairs(A, w, V, 5, 1e-12)
 
 
+def _tridiagonal(j, cluster, dtype=np.float64, rows=80):
+    """lanczos_eigsh's H with a Lanczos tridiagonal of order j (and rounding below it)."""
+    rng = np.random.default_rng(j)
+    H = np.zeros((rows, rows + 1), dtype)
+    d = np.full(j, 1.0) + 1e-13 * rng.standard_normal(j) if cluster else rng.standard_normal(j)
+    e = 1e-14 * rng.random(j) if cluster else rng.random(j)
+    H[np.arange(j), np.arange(j)] = d
+    H[np.arange(1, j), np.arange(j - 1)] = e[:j - 1]
+    H[np.arange(j), np.arange(1, j + 1)] = e
+    H[:j, :j] += np.tril(1e-17 * rng.standard_normal((j, j)), -2).astype(dtype)
+    return H
+
+
 @pytest.mark.parametrize("j", [1, 2, 6, 40, 80])
 @pytest.mark.parametrize("cluster", [False, True])
 def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluster):
@@ -87,14 +100,8 @@ def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluste
     # its other lower entries are rounding: the pairs read from its two
     # diagonals alone (stemr) are those of the whole lower triangle (syevr)
     # to that rounding.  Signs of eigenvectors are free.
-    rng = np.random.default_rng(j)
-    H = np.zeros((80, 81))
-    d = np.full(j, 1.0) + 1e-13 * rng.standard_normal(j) if cluster else rng.standard_normal(j)
-    e = 1e-14 * rng.random(j) if cluster else rng.random(j)
-    H[np.arange(j), np.arange(j)] = d
-    H[np.arange(1, j), np.arange(j - 1)] = e[:j - 1]
-    H[np.arange(j), np.arange(1, j + 1)] = e
-    H[:j, :j] += np.tril(1e-17 * rng.standard_normal((j, j)), -2)
+    H = _tridiagonal(j, cluster)
+    d = np.diagonal(H)[:j]
     H_before = H.copy()
     k = min(5, j)
     w, Y = _eigen._top_pairs(H, j, k, tridiagonal=True)
@@ -111,19 +118,88 @@ def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluste
         np.testing.assert_allclose(np.abs(Y), np.abs(Y_dense), atol=1e-10)
 
 
-def test_top_pairs_fall_back_to_the_dense_solve_when_stemr_declines(monkeypatch):
+def _check(H, j, k, tol=2.0 ** -52, floor=1e-11, exact=False):
+    theta, Z, relative = np.empty(j), np.empty(j * k), np.empty(k)
+    work, iwork = _lanczos.check_workspace(j, k)
+    ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, exact, theta, Z, relative,
+                                       np.empty(work), np.empty(iwork, np.intc))
+    return ratio, theta[:k], Z.reshape(k, j).T, relative
+
+
+@pytest.mark.parametrize("j", [1, 2, 6, 40, 80])
+@pytest.mark.parametrize("cluster", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tridiagonal_check_is_the_numpy_check_on_stemrs_pairs(j, cluster, dtype):
+    # The check lanczos_eigsh makes before a restart, in C: stemr's pairs as
+    # scipy's wrapper gives them, and ARPACK's test on them as NumPy computes
+    # it, to the last bit.
+    H = _tridiagonal(j, cluster, dtype)
+    H_before = H.copy()
+    k = min(5, j)
+    tol, floor = float(np.finfo(dtype).eps), float(np.finfo(dtype).eps) ** (2 / 3)
+    ratio, theta, Y, relative = _check(H, j, k, tol, floor)
+    assert_array_equal(H, H_before)
+    w, Z = _eigen._top_pairs(H, j, k, tridiagonal=True)
+    assert_array_equal(theta, w)
+    assert_array_equal(Y, Z)
+    bounds = np.abs(H[j - 1, j] * Z[j - 1])
+    scale = np.maximum(floor, np.abs(w))
+    assert ratio == float(np.max(bounds / (tol * scale)))
+    assert_array_equal(relative, bounds / scale)
+    # The whole space spanned: exact pairs.
+    ratio, _, _, relative = _check(H, j, k, tol, floor, exact=True)
+    assert ratio == 0 and not relative.any()
+
+
+def test_tridiagonal_check_declines_where_stemr_does_and_keeps_nan():
+    H = _tridiagonal(6, False)
+    H[2, 2] = np.nan  # stemr returns an error: the caller's dense solve takes over
+    assert _check(H, 6, 3)[0] == -1
+    H = _tridiagonal(6, False)
+    H[5, 6] = np.nan  # a NaN coupling: NaN estimates, never a pass
+    assert np.isnan(_check(H, 6, 3)[0])
+
+
+def test_tridiagonal_check_rejects_arrays_too_small():
+    H = _tridiagonal(10, False)
+    work, iwork = _lanczos.check_workspace(10, 5)
+    args = [H, 10, 5, 1e-16, 1e-11, False, np.empty(10), np.empty(50), np.empty(5),
+            np.empty(work), np.empty(iwork, np.intc)]
+    for position, small in [(6, np.empty(9)), (7, np.empty(49)), (8, np.empty(4)),
+                            (9, np.empty(work - 1)), (10, np.empty(iwork - 1, np.intc)),
+                            (0, H[:9])]:
+        bad = list(args)
+        bad[position] = small
+        with pytest.raises(ValueError, match="does not fit"):
+            _lanczos.tridiagonal_check(*bad)
+    for j, k in [(10, 0), (10, 11), (81, 5)]:
+        with pytest.raises(ValueError, match="does not fit"):
+            _lanczos.tridiagonal_check(H, j, k, *args[3:])
+
+
+def test_checks_fall_back_to_the_dense_solve_when_stemr_declines(monkeypatch):
     A = _SPECTRA["rbf-steep"]()
     expected = lanczos_eigsh(A, 5, random_state=0)
-    calls = []
+    stemr_calls, check_calls = [], []
 
     def declined(d, e, *args, **kwargs):
-        calls.append(d.size)
+        stemr_calls.append(d.size)
         return 0, np.zeros(d.size), np.zeros((d.size, d.size)), 1
+
+    def check_declined(H, j, *args):
+        check_calls.append(j)
+        return -1.0
     monkeypatch.setattr(linalg.lapack, "dstemr", declined)
-    w, V, residuals = lanczos_eigsh(A, 5, random_state=0)
-    assert calls and residuals.max() <= np.finfo(float).eps
-    _check_pairs(A, w, V, 5, 1e-12)
-    np.testing.assert_allclose(w, expected[0], rtol=0, atol=1e-12 * np.abs(w).max())
+    monkeypatch.setattr(_lanczos, "tridiagonal_check", check_declined)
+    # ncv = 30: restarts too, the first of which solves the tridiagonal (stemr).
+    for ncv, restarts in [(None, False), (30, True)]:
+        stemr_calls.clear()
+        check_calls.clear()
+        w, V, residuals = lanczos_eigsh(A, 5, ncv=ncv, random_state=0)
+        assert check_calls and bool(stemr_calls) == restarts
+        assert residuals.max() <= np.finfo(float).eps
+        _check_pairs(A, w, V, 5, 1e-12)
+        np.testing.assert_allclose(w, expected[0], rtol=0, atol=1e-12 * np.abs(w).max())
 
 
 def test_max_iter_returns_the_ritz_pairs_and_their_residuals():
