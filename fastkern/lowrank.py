@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from fastkern import _gram, _inchol
 from fastkern._gamma import GammaEstimate, estimate_gamma
 from fastkern._kernel_api import KernelSpec, check_kernel_param
-from fastkern._threads import SERIAL_MULTIPLY_ADDS, StepThreads, threads_for
+from fastkern._threads import SERIAL_MULTIPLY_ADDS, StepThreads, cores_free, threads_for
 from fastkern._validation import check_array_2d, check_int, check_n_threads, check_real
 
 __all__ = ["IncompleteCholesky", "GammaEstimate", "incomplete_cholesky", "estimate_gamma"]
@@ -55,6 +55,15 @@ PREPARE_FROM_BYTES = 8 << 20
 # than without passes.
 PREPARE_FROM_STEP = 64
 PREPARE_PER_FEATURE = 2
+# With n_threads=None, a factorisation of at most this many multiply-adds
+# (n max_rank^2 / 2) runs on the cores that no other process is running on
+# when it starts (``_threads.cores_free``), as an estimator method's short
+# work does (``_threads.LOAD_AWARE_ROWS``): its pivot steps' chooser
+# otherwise times n_threads every 16 steps, and on a busy machine such a
+# step can wait a time slice for a descheduled thread.  Longer runs keep the
+# chooser, which follows a load that changes during them.  1e9 is about 0.4 s
+# on one core of a 2-core AMD EPYC (N = 5000, rank 200, 1e8: 37 ms).
+LOAD_AWARE_MADDS = 1e9
 
 
 class _Candidates:
@@ -197,7 +206,10 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
     max_rank : int, default=None
         The most pivots (>= 1); None means n, and values above n mean n.
     n_threads : int, default=None
-        The most threads used; None means OpenMP's default.  Each pivot step
+        The most threads used; None means OpenMP's default, and for a short
+        run (max_rank given, n * max_rank^2 / 2 <= ``LOAD_AWARE_MADDS``
+        multiply-adds) at most the cores no other process is running on
+        when it starts.  Each pivot step
         runs on 1 or n_threads threads, whichever has been faster per unit of
         work on recent steps (both re-timed as it goes): on a loaded machine a
         parallel step can be slower than a serial one.  The result does not
@@ -293,8 +305,12 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
     n, d = X.shape
     tol = check_real(tol, "tol", low=0.0)
     max_rank = check_int(max_rank, "max_rank", 1, allow_none=True)
+    rank_given = max_rank is not None
     max_rank = n if max_rank is None else min(max_rank, n)
+    default = n_threads is None
     n_threads = check_n_threads(n_threads)
+    if default and n_threads > 1 and rank_given and n * max_rank ** 2 / 2 <= LOAD_AWARE_MADDS:
+        n_threads = min(n_threads, cores_free())
     if not isinstance(centered, (bool, np.bool_)):
         raise TypeError(f"centered must be a bool, got {centered!r}")
     dtype = X.dtype

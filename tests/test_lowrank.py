@@ -121,6 +121,45 @@ def test_one_and_two_threads_give_identical_factors(dtype):
     np.testing.assert_array_equal(one.residual_trace, two.residual_trace)
 
 
+def test_short_default_runs_take_the_free_cores_and_the_rest_keep_the_chooser(monkeypatch):
+    # n_threads=None on a busy machine: a short factorisation runs on the
+    # cores no other process runs on (as an estimator's short work does); a
+    # long one, one without max_rank, or an explicit n_threads keeps every
+    # thread for the per-step chooser.  The factor is the same in every case.
+    X = _data(400, 6, np.float64, seed=3)
+    counts = []
+    real_chooser, real_check = lowrank.StepThreads, lowrank.check_n_threads
+
+    def chooser(n_threads, *args, **kwargs):
+        counts.append(n_threads)
+        return real_chooser(n_threads, *args, **kwargs)
+    monkeypatch.setattr(lowrank, "StepThreads", chooser)
+    monkeypatch.setattr(lowrank, "check_n_threads",
+                        lambda n: 3 if n is None else real_check(n))
+    free = [1]
+    monkeypatch.setattr(lowrank, "cores_free", lambda: free[0])
+
+    def run(**kwargs):
+        counts.clear()
+        result = incomplete_cholesky(X, "rbf", gamma=0.3, tol=1e-3, **kwargs)
+        return counts[0], result.G
+
+    reference = incomplete_cholesky(X, "rbf", gamma=0.3, tol=1e-3, max_rank=30,
+                                    n_threads=1).G
+    assert run(max_rank=30)[0] == 1
+    free[0] = 2
+    assert run(max_rank=30)[0] == 2
+    free[0] = 1
+    threads, G = run(max_rank=30, n_threads=2)
+    assert threads == 2
+    np.testing.assert_array_equal(G, reference)
+    assert run(max_rank=None)[0] == 3
+    monkeypatch.setattr(lowrank, "LOAD_AWARE_MADDS", 400 * 30 ** 2 / 2 - 1)
+    threads, G = run(max_rank=30)
+    assert threads == 3
+    np.testing.assert_array_equal(G, reference)
+
+
 @pytest.mark.parametrize("n", [1, 2, 511, 512, 513, 1537])
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
