@@ -460,7 +460,7 @@ def tridiagonal_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol
     cdef int n = <int>j, il = <int>(j - k + 1), iu = <int>j, found = 0, ldz = <int>j
     cdef int nzc = <int>k, lwork = <int>(18 * j), liwork = <int>(10 * j), info = 0
     cdef bint tryrac = 1
-    cdef double vl = 0, vu = 0, bound, scale, ratio = 0, beta
+    cdef double vl = 0, vu = 0, bound, scale, ratio = 0, beta, x
     cdef char jobz = b"V", which = b"I"
     cdef Py_ssize_t i
     need, ineed = check_workspace(j, k)
@@ -482,10 +482,11 @@ def tridiagonal_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol
                 bound = 0 if exact else fabs(beta * Z[i * j + j - 1])
                 scale = floor if floor > fabs(theta[i]) else fabs(theta[i])
                 relative[i] = bound / scale
+                x = bound / (tol * scale)
                 # NaN (from a NaN in H) wins, as in NumPy's max.
-                if bound / (tol * scale) > ratio or bound != bound:
-                    ratio = bound / (tol * scale)
-                    if ratio != ratio:
+                if x > ratio or x != x:
+                    ratio = x
+                    if x != x:
                         break
     if info != 0 or found != k:
         return -1.0
