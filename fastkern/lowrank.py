@@ -209,7 +209,8 @@ def incomplete_cholesky(X, kernel="rbf", *, gamma=None, degree=3, coef0=1,
         The most threads used; None means OpenMP's default, and for a short
         run (max_rank given, n * max_rank^2 / 2 <= ``LOAD_AWARE_MADDS``
         multiply-adds) at most the cores no other process is running on
-        when it starts.  Each pivot step
+        when it starts, or one thread where every step is below the serial
+        threshold (n * (max_rank + d) < ``SERIAL_MULTIPLY_ADDS``).  Each pivot step
         runs on 1 or n_threads threads, whichever has been faster per unit of
         work on recent steps (both re-timed as it goes): on a loaded machine a
         parallel step can be slower than a serial one.  The result does not
@@ -309,8 +310,15 @@ def factor(X, spec, *, tol=1e-6, max_rank=None, n_threads=None, centered=False):
     max_rank = n if max_rank is None else min(max_rank, n)
     default = n_threads is None
     n_threads = check_n_threads(n_threads)
-    if default and n_threads > 1 and rank_given and n * max_rank ** 2 / 2 <= LOAD_AWARE_MADDS:
-        n_threads = min(n_threads, cores_free())
+    if default and n_threads > 1 and rank_given:
+        if n * (max_rank + d) < SERIAL_MULTIPLY_ADDS:
+            # Every step, the last and largest too, is below the serial
+            # threshold: the chooser's probes of n_threads and a reading of
+            # the load (0.6 ms beside busy processes) would be all the threads
+            # add (N = 1000, rank 50, one thread 1.2 ms: 1.8 ms busy).
+            n_threads = 1
+        elif n * max_rank ** 2 / 2 <= LOAD_AWARE_MADDS:
+            n_threads = min(n_threads, cores_free())
     if not isinstance(centered, (bool, np.bool_)):
         raise TypeError(f"centered must be a bool, got {centered!r}")
     dtype = X.dtype

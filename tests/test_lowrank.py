@@ -125,7 +125,9 @@ def test_short_default_runs_take_the_free_cores_and_the_rest_keep_the_chooser(mo
     # n_threads=None on a busy machine: a short factorisation runs on the
     # cores no other process runs on (as an estimator's short work does); a
     # long one, one without max_rank, or an explicit n_threads keeps every
-    # thread for the per-step chooser.  The factor is the same in every case.
+    # thread for the per-step chooser; one whose every step is below the
+    # serial threshold runs one thread and reads nothing.  The factor is the
+    # same in every case.
     X = _data(400, 6, np.float64, seed=3)
     counts = []
     real_chooser, real_check = lowrank.StepThreads, lowrank.check_n_threads
@@ -137,7 +139,12 @@ def test_short_default_runs_take_the_free_cores_and_the_rest_keep_the_chooser(mo
     monkeypatch.setattr(lowrank, "check_n_threads",
                         lambda n: 3 if n is None else real_check(n))
     free = [1]
-    monkeypatch.setattr(lowrank, "cores_free", lambda: free[0])
+    readings = []
+
+    def cores_free():
+        readings.append(free[0])
+        return free[0]
+    monkeypatch.setattr(lowrank, "cores_free", cores_free)
 
     def run(**kwargs):
         counts.clear()
@@ -146,6 +153,9 @@ def test_short_default_runs_take_the_free_cores_and_the_rest_keep_the_chooser(mo
 
     reference = incomplete_cholesky(X, "rbf", gamma=0.3, tol=1e-3, max_rank=30,
                                     n_threads=1).G
+    # This X's steps are below the serial threshold (its own part, below).
+    serial = lowrank.SERIAL_MULTIPLY_ADDS
+    monkeypatch.setattr(lowrank, "SERIAL_MULTIPLY_ADDS", 0)
     assert run(max_rank=30)[0] == 1
     free[0] = 2
     assert run(max_rank=30)[0] == 2
@@ -154,6 +164,20 @@ def test_short_default_runs_take_the_free_cores_and_the_rest_keep_the_chooser(mo
     assert threads == 2
     np.testing.assert_array_equal(G, reference)
     assert run(max_rank=None)[0] == 3
+    # Every step below the serial threshold (400 x (30 + 6) multiply-adds at
+    # the last): one thread, without reading the load.
+    readings.clear()
+    free[0] = 2
+    monkeypatch.setattr(lowrank, "SERIAL_MULTIPLY_ADDS", 400 * (30 + 6) + 1)
+    threads, G = run(max_rank=30)
+    assert threads == 1 and readings == []
+    np.testing.assert_array_equal(G, reference)
+    monkeypatch.setattr(lowrank, "SERIAL_MULTIPLY_ADDS", 400 * (30 + 6))
+    assert run(max_rank=30)[0] == 2 and readings == [2]
+    assert run(max_rank=30, n_threads=3)[0] == 3
+    monkeypatch.setattr(lowrank, "SERIAL_MULTIPLY_ADDS", serial)
+    assert run(max_rank=30)[0] == 1
+    monkeypatch.setattr(lowrank, "SERIAL_MULTIPLY_ADDS", 0)
     monkeypatch.setattr(lowrank, "LOAD_AWARE_MADDS", 400 * 30 ** 2 / 2 - 1)
     threads, G = run(max_rank=30)
     assert threads == 3
