@@ -224,6 +224,8 @@ def make_data(n, d, seed=0):
 
 # interleaved: how many times its budget a cell may run when calls stall.
 STALL_BUDGETS = 5
+# Rounds a contestant runs before interleaved's retire may drop it.
+RETIRE_AFTER = 2
 
 # How long "quiet" settling waits at most, and how often it looks.
 QUIET_MAX_S = 0.3
@@ -287,14 +289,17 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     and the error, and the others go on (one failing call must not lose a
     run of minutes).
 
-    retire: from min_rounds on, a contestant not in ``keep`` whose fastest
-    call is over ``retire`` times the fastest of all is not called again (its
-    calls so far stand): where the question is which contestant is fastest,
+    retire: from round RETIRE_AFTER on (whatever min_rounds asks of the
+    others), a contestant not in ``keep`` whose fastest call is over
+    ``retire`` times the fastest of all is not called again (its calls so far
+    stand): where the question is which contestant is fastest,
     one that far behind cannot be, and the budget then buys the close ones
     more rounds.  Without it, a grid's slow solvers (a dense eigh at
     N = 2000) took most of each round and left the fastest two rounds.
 
-    Returns {name: {"time_s": fastest, "rounds": calls, "median_s": median}}.
+    Returns {name: {"time_s": fastest, "rounds": calls, "median_s": median,
+    "times_s": every call's time, in order}}: the k-th times of two
+    contestants kept to the end were taken in the same round (paired_ratio).
     """
     names = list(fns)
     orders = np.random.default_rng(0)
@@ -335,7 +340,7 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     one_round(names)
     r = 1
     while True:
-        if retire is not None and r >= min_rounds:
+        if retire is not None and r >= RETIRE_AFTER:
             retire_the_slow()
         if not (r < rounds_wanted() and len(set(errors) | retired) < len(names)):
             break
@@ -351,10 +356,28 @@ def interleaved(fns, *, budget=1.0, min_rounds=2, max_rounds=7, settle=0.0, dead
     for name, ts in times.items():
         if name in errors:
             out[name] = {"time_s": None, "rounds": len(ts), "median_s": None,
-                         "error": errors[name]}
+                         "error": errors[name], "times_s": ts}
         else:
-            out[name] = {"time_s": min(ts), "rounds": len(ts), "median_s": float(np.median(ts))}
+            out[name] = {"time_s": min(ts), "rounds": len(ts), "median_s": float(np.median(ts)),
+                         "times_s": ts}
     return out
+
+
+def paired_ratio(numerators, denominators):
+    """Geometric mean of numerators[k] / denominators[k], calls of the same round, with
+    its 95% confidence interval: (mean, low, high), or None with fewer than 2 pairs.
+
+    A pair's two calls ran a fraction of a second apart, so a change of the
+    host's speed between rounds cancels in their ratio, and every call counts,
+    the slow ones too.  The interval is the normal one on the log ratios.
+    """
+    k = min(len(numerators), len(denominators))
+    if k < 2:
+        return None
+    logs = np.log(np.asarray(numerators[:k], float) / np.asarray(denominators[:k], float))
+    half = 1.96 * logs.std(ddof=1) / np.sqrt(k)
+    mean = logs.mean()
+    return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
 
 
 def ratio(numerator, denominator):

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fastkern
@@ -27,7 +28,9 @@ SCRIPTS = {
     "bench_sizes.py": ("sizes", {"task", "n", "d", "spectrum", "gamma", "ratio", "rounds"}),
     "bench_busy.py": ("busy", {"task", "n", "condition", "competitors", "default_s",
                                "one_thread_s", "peer_s", "default_over_one",
-                               "peer_over_default"}),
+                               "peer_over_default", "paired_default_over_one",
+                               "paired_interval", "median_default_over_one",
+                               "others_running_read"}),
     "bench_gridsearch.py": ("gridsearch", {"part", "task", "n", "ratio"}),
     "bench_threads.py": ("threads", {"task", "n", "threads", "time_s", "speedup"}),
     "bench_time_vs_n.py": ("time_vs_n", {"task", "impl", "solver", "n", "time_s"}),
@@ -170,6 +173,39 @@ def test_sizes_counts_fastkerns_failures_and_misses_not_a_peers_failure():
     assert bench.missed({"results": [row(1.1, task="kpca_auto")]}) == []
 
 
+def test_busy_judges_the_fastest_and_the_paired_calls_not_the_medians():
+    bench = _import_from(BENCH, "bench_busy")
+
+    def row(fastest, paired, median=1.0, interval=(0.9, 1.1)):
+        return {"task": "kpca", "n": 1000, "condition": "busy", "errors": {},
+                "default_over_one": fastest, "paired_default_over_one": paired,
+                "paired_interval": list(interval), "median_default_over_one": median,
+                "peer_over_default": 3.0, "peer": "scikit-learn"}
+
+    assert bench.missed({"results": [row(1.1, 1.15, median=1.5)]}) == []
+    paired = bench.missed({"results": [row(1.1, 1.3, interval=(1.21, 1.4))]})
+    assert len(paired) == 1 and "1.30x" in paired[0] and "1.21-1.40" in paired[0]
+    assert len(bench.missed({"results": [row(1.25, 1.0)]})) == 1
+    idle = dict(row(2.0, 2.0), condition="idle")
+    assert bench.missed({"results": [idle]}) == []
+    assert bench.readings_text({"2": 58, "3": 2}) == "2 (58), 3 (2)"
+    assert bench.readings_text({}) == "-"
+
+
+def test_busy_counts_every_reading_of_the_load_and_restores_the_reader():
+    bench = _import_from(BENCH, "bench_busy")
+    from fastkern import _threads
+
+    reader = _threads.others_running
+    with bench.recording_load() as counts:
+        free = [_threads.cores_free() for _ in range(3)]
+    assert _threads.others_running is reader
+    assert sum(counts.values()) == 3
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # Each reading's count gives the free cores cores_free returned, at least 1.
+    assert sorted(free) == sorted(max(1, cores - k) for k, v in counts.items() for _ in range(v))
+
+
 @pytest.mark.slow
 def test_busy_leaves_no_competitor_running(tmp_path):
     import psutil
@@ -274,6 +310,47 @@ def test_interleaved_records_a_failing_contestant_and_goes_on():
     assert _standalone.errors_of(t) == {"broken": "ValueError: no eigenvalues"}
 
 
+def test_paired_ratio_is_the_geometric_mean_of_each_rounds_ratio():
+    _standalone = _import_from(BENCH, "_standalone")
+    # The host's speed changes 10x between rounds: in the first three a takes
+    # twice b's time and the pairs give exactly 2x; the last round (20x)
+    # moves the mean to 2 * 10^(1/4), while the medians' ratio jumps to 11x.
+    a, b = [0.002, 0.02, 0.2, 0.2], [0.001, 0.01, 0.1, 0.01]
+    mean, low, high = _standalone.paired_ratio(a, b)
+    logs = np.log(np.array(a) / np.array(b))
+    half = 1.96 * logs.std(ddof=1) / np.sqrt(4)
+    assert mean == pytest.approx(np.exp(logs.mean()), rel=1e-12)
+    assert (low, high) == pytest.approx((np.exp(logs.mean() - half), np.exp(logs.mean() + half)),
+                                        rel=1e-12)
+    assert mean == pytest.approx(2 * 10 ** 0.25, rel=1e-12) and low < mean < high
+    same = _standalone.paired_ratio(a[:3], b[:3])
+    assert same == pytest.approx((2.0, 2.0, 2.0), rel=1e-12)
+    # Only complete pairs count (a contestant that failed stops early).
+    assert _standalone.paired_ratio(a[:3] + [5.0], b[:3]) == same
+    assert _standalone.paired_ratio([1.0], [1.0]) is None
+    assert _standalone.paired_ratio([], []) is None
+
+
+def test_interleaved_gives_every_calls_time_in_round_order():
+    _standalone = _import_from(BENCH, "_standalone")
+    calls = []
+
+    def sleeper(name, seconds):
+        def fn():
+            calls.append(name)
+            time.sleep(seconds[len([c for c in calls if c == name]) - 1])
+        return fn
+
+    a, b = [0.004, 0.001, 0.008, 0.002], [0.002, 0.006, 0.001, 0.004]
+    t = _standalone.interleaved({"a": sleeper("a", a), "b": sleeper("b", b)},
+                                budget=10.0, min_rounds=4, max_rounds=4)
+    for name, slept in (("a", a), ("b", b)):
+        times = t[name]["times_s"]
+        assert len(times) == t[name]["rounds"] == 4 and min(times) == t[name]["time_s"]
+        # Sleeps overrun, never underrun: each time is its own round's sleep.
+        assert all(s <= x < s + 0.05 for x, s in zip(times, slept)), (times, slept)
+
+
 def test_interleaved_rounds_follow_the_fastest_calls_not_a_stalled_first_one():
     # The host pauses this VM's processes for tenths of a second, at worst
     # several times a second: a stalled first call must not cut the cell to
@@ -331,6 +408,12 @@ def test_interleaved_retires_the_contestants_too_slow_to_be_fastest():
     assert t["fast"]["rounds"] == t["close"]["rounds"] == t["auto"]["rounds"] > 2
     # Retired after round 2: every later round has the other three only.
     assert "slow" not in calls[8:] and calls[:8].count("slow") == 2
+    # A cell that needs many rounds of the kept pair (min_rounds: the busy
+    # cells' pairs) still retires the slow one after RETIRE_AFTER rounds.
+    t = _standalone.interleaved(fns, budget=0.01, min_rounds=6, max_rounds=6,
+                                retire=2.0, keep=("auto",))
+    assert t["slow"]["rounds"] == _standalone.RETIRE_AFTER == 2
+    assert t["fast"]["rounds"] == t["close"]["rounds"] == t["auto"]["rounds"] == 6
     # Without retire every contestant gets every round.
     calls.clear()
     t = _standalone.interleaved(fns, budget=0.5, min_rounds=2, max_rounds=12)

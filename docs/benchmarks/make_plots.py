@@ -562,19 +562,24 @@ def section_busy(doc, out_dir, h):
     lines = [f"``{doc['command']}``: busy, {count} single-threaded CPU-bound competitor "
              "processes (one per core) run throughout; idle, none.  Left: fastkern's default "
              "thread count against ``n_threads=1``, fastest calls (below the red line is "
-             "the target; the table gives the medians' ratio too); "
+             "the target, which the table's paired ratio has too: the geometric mean of "
+             "each round's default / one-thread time; medians for reference; load read: "
+             "other processes' runnable threads that fastkern's reading found (readings)); "
              "right: the peer's time over fastkern's default (above the red line).", ""]
     lines += _figure(name, "busy and idle machine: thread cost and speed-up")
     table_rows = [(r["condition"], SCRIPT_TASKS.get(r["task"], r["task"]), f"{r['n']:,}",
                    _time(r["default_s"]), _time(r["one_thread_s"]), r["peer"] or "-",
                    _time(r["peer_s"]),
                    fmt_ratio(r["default_over_one"]),
-                   fmt_ratio(r.get("median_default_over_one")) if r.get(
-                       "median_default_over_one") is not None else "-",
+                   fmt_ratio(r.get("paired_default_over_one")),
+                   fmt_ratio(r.get("median_default_over_one")),
+                   ", ".join(f"{k} ({v})" for k, v in r.get("others_running_read", {}).items())
+                   or "-",
                    fmt_ratio(r["peer_over_default"]))
                   for r in rows]
     lines += _list_table(("machine", "task", "N", "default threads", "n_threads=1", "peer",
-                          "peer time", "default / one", "medians", "peer / default"),
+                          "peer time", "default / one", "paired", "medians", "load read",
+                          "peer / default"),
                          table_rows)
     return lines + _notes(doc)
 
