@@ -17,15 +17,14 @@ import numpy as np
 from scipy import linalg, sparse
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
-from sklearn.utils import check_random_state
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
 from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
                              lanczos_basis_size, lanczos_eigsh, one_triangle_product,
-                             randomized_eigsh, seeded_eigsh, symmetric_product,
-                             top_eigh)
+                             randomized_eigsh, seeded_eigsh, seeded_random_state,
+                             symmetric_product, top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
@@ -352,8 +351,12 @@ class Arpack(_CentredInPlace):
 
     def solve(self, est, K, k, rebuild):
         # k == n: scipy warns and falls back to eigh, as in scikit-learn.
-        random_state = check_random_state(est.random_state)
-        v0 = random_state.uniform(-1, 1, K.shape[0])
+        with seeded_random_state(est.random_state) as random_state:
+            v0 = random_state.uniform(-1, 1, K.shape[0])
+            # The same stream gives ARPACK's new directions after an
+            # invariant subspace: a repeated eigenvalue's pairs too are
+            # random_state's.
+            rng = random_state.randint(np.iinfo(np.int32).max)
         # ARPACK's own vector operations on scipy's BLAS, one thread: see
         # scipy_blas_serial (the products K @ x keep numpy's threads).
         # A wider basis than scipy's default (20 for k = 5): fewer implicit
@@ -373,11 +376,8 @@ class Arpack(_CentredInPlace):
             # triangle "dense" reads.
             A = one_triangle_product(K.T, lower=False)
         with scipy_blas_serial():
-            # The same stream gives ARPACK's new directions after an
-            # invariant subspace: a repeated eigenvalue's pairs too are
-            # random_state's.
             return seeded_eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0,
-                                ncv=ncv, rng=random_state.randint(np.iinfo(np.int32).max))
+                                ncv=ncv, rng=rng)
 
 
 class ThickRestartLanczos(_CentredInPlace):
@@ -433,31 +433,31 @@ class ThickRestartLanczos(_CentredInPlace):
             return Dense().solve(est, _unpacked(K), k, rebuild)
         # The start vector ARPACK gets from the same random_state; the same
         # stream gives the new directions after an invariant subspace.
-        rng = check_random_state(est.random_state)
-        v0 = rng.uniform(-1, 1, n)
-        tol = est.tol or float(np.finfo(K.dtype).eps)
+        with seeded_random_state(est.random_state) as rng:
+            v0 = rng.uniform(-1, 1, n)
+            tol = est.tol or float(np.finfo(K.dtype).eps)
 
-        def callback(step, residual):
-            report_iteration(step, residual, tol)
-            if est.verbose:
-                print(f"[KernelPCA] thick_restart_lanczos step {step}: "
-                      f"largest relative residual estimate {residual:.3e}", flush=True)
-        # scipy's BLAS on one thread: a threaded symv's sums depend on the
-        # thread count.  lanczos_eigsh's own products, from
-        # LANCZOS_THREADED_ROWS, take the threads without changing the steps.
-        with blas_limit(1):
-            if isinstance(K, PackedUpperGram):
-                # The means from the triangle the products read, by their kernel.
-                means = symmetric_product(K, np.ones(n), check_n_threads(est.n_threads)) / n
-                centerer._set_means(means, float(np.mean(means)))
-            elif centerer is not None:
-                # The means of the triangle the products read: one more product.
-                means = linalg.blas.dsymv(1.0, K.T, np.ones(n), lower=0) / n
-                centerer._set_means(means, float(np.mean(means)))
-            w, v, residuals = lanczos_eigsh(
-                K, k, tol=est.tol, v0=v0, random_state=rng, callback=callback,
-                max_iter=_LANCZOS_RESTARTS if est.max_iter is None else est.max_iter,
-                centred=centerer is not None, n_threads=check_n_threads(est.n_threads))
+            def callback(step, residual):
+                report_iteration(step, residual, tol)
+                if est.verbose:
+                    print(f"[KernelPCA] thick_restart_lanczos step {step}: "
+                          f"largest relative residual estimate {residual:.3e}", flush=True)
+            # scipy's BLAS on one thread: a threaded symv's sums depend on the
+            # thread count.  lanczos_eigsh's own products, from
+            # LANCZOS_THREADED_ROWS, take the threads without changing the steps.
+            with blas_limit(1):
+                if isinstance(K, PackedUpperGram):
+                    # The means from the triangle the products read, by their kernel.
+                    means = symmetric_product(K, np.ones(n), check_n_threads(est.n_threads)) / n
+                    centerer._set_means(means, float(np.mean(means)))
+                elif centerer is not None:
+                    # The means of the triangle the products read: one more product.
+                    means = linalg.blas.dsymv(1.0, K.T, np.ones(n), lower=0) / n
+                    centerer._set_means(means, float(np.mean(means)))
+                w, v, residuals = lanczos_eigsh(
+                    K, k, tol=est.tol, v0=v0, random_state=rng, callback=callback,
+                    max_iter=_LANCZOS_RESTARTS if est.max_iter is None else est.max_iter,
+                    centred=centerer is not None, n_threads=check_n_threads(est.n_threads))
         if centerer is not None:
             # A Ritz value within the rounding of a product with K (sqrt(n)
             # eps ||K||; ||K 1|| / sqrt(n) = sqrt(n) ||means|| <= ||K||) is 0
@@ -551,15 +551,15 @@ class BlockKrylov(_GramSolver):
         # rows as the first product takes for the cost of p columns (11, or
         # 15 with AVX-512, instead of 8: see block_eigsh's v0).
         p = krylov_block_size(k)
-        rng = check_random_state(est.random_state)
-        rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
-        v0 = K.columns(rows) if op.upper else K[rows].T
-        return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
-                           max_iter=est.max_iter, random_state=rng, callback=callback,
-                           v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
-                           n_threads=est.n_threads, omp_products=True,
-                           matmat_blas=op.uses_blas,
-                           basis=basis)
+        with seeded_random_state(est.random_state) as rng:
+            rows = np.sort(rng.choice(n, size=min(op.block_width(p), n), replace=False))
+            v0 = K.columns(rows) if op.upper else K[rows].T
+            return block_eigsh(op, n, k, dtype=K.dtype, block_size=p, tol=tol,
+                               max_iter=est.max_iter, random_state=rng, callback=callback,
+                               v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
+                               n_threads=est.n_threads, omp_products=True,
+                               matmat_blas=op.uses_blas,
+                               basis=basis)
 
 
 class IncompleteCholesky(Solver):

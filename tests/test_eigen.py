@@ -577,3 +577,78 @@ def test_top_eigh_fallback_by_each_driver(fallback, dtype, lower, monkeypatch):
     np.testing.assert_allclose(w, np.ones(k), rtol=tol)
     np.testing.assert_allclose(H @ v, v, atol=tol)
     np.testing.assert_allclose(v.T @ v, np.eye(k), atol=tol)
+
+
+def _stream(rng):
+    """Draws of every kind the solvers make, in order."""
+    return (rng.uniform(-1, 1, 7), rng.randint(np.iinfo(np.int32).max),
+            rng.choice(50, size=5, replace=False), rng.standard_normal(3))
+
+
+def _assert_same_stream(a, b):
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("seed", [0, 7, np.int64(12345), np.uint32(2 ** 32 - 1)])
+def test_seeded_random_state_is_randomstate_of_the_seed(seed):
+    for _ in range(2):  # the second block re-seeds the object the first returned
+        with _eigen.seeded_random_state(seed) as rng:
+            _assert_same_stream(_stream(rng), _stream(np.random.RandomState(seed)))
+
+
+def test_seeded_random_state_nested_blocks_and_errors_keep_each_stream():
+    reference = np.random.RandomState(3)
+    with _eigen.seeded_random_state(3) as outer:
+        _assert_same_stream(_stream(outer), _stream(reference))
+        with _eigen.seeded_random_state(4) as inner:
+            assert inner is not outer
+            _assert_same_stream(_stream(inner), _stream(np.random.RandomState(4)))
+        # The outer stream goes on where it was, as RandomState(3)'s would.
+        _assert_same_stream(_stream(outer), _stream(reference))
+    with pytest.raises(RuntimeError):
+        with _eigen.seeded_random_state(5) as rng:
+            rng.uniform()
+            raise RuntimeError("a solve failed")
+    with _eigen.seeded_random_state(5) as rng:
+        _assert_same_stream(_stream(rng), _stream(np.random.RandomState(5)))
+    with pytest.raises(ValueError, match="Seed must be between 0 and 2"):
+        with _eigen.seeded_random_state(-1):
+            pass
+
+
+def test_seeded_random_state_passes_other_values_to_check_random_state():
+    mine = np.random.RandomState(1)
+    with _eigen.seeded_random_state(mine) as rng:
+        assert rng is mine
+    with _eigen.seeded_random_state(None) as rng:
+        assert rng is np.random.mtrand._rand
+    with pytest.raises(ValueError, match="cannot be used to seed"):
+        with _eigen.seeded_random_state("seven"):
+            pass
+
+
+def test_seeded_random_state_threads_draw_their_own_streams():
+    import threading
+
+    barrier = threading.Barrier(4)
+    results, errors = {}, []
+
+    def draw(seed):
+        try:
+            with _eigen.seeded_random_state(seed) as rng:
+                barrier.wait(timeout=30)  # every thread holds its object at once
+                results[seed] = [rng.uniform(-1, 1, 5) for _ in range(50)]
+        except Exception as exc:  # reported below, in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=draw, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and not any(t.is_alive() for t in threads)
+    for seed, draws in results.items():
+        reference = np.random.RandomState(seed)
+        for x in draws:
+            np.testing.assert_array_equal(x, reference.uniform(-1, 1, 5))
