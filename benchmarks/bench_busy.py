@@ -23,8 +23,8 @@ the cell's rounds:
 
 d = 16 (KernelCCA: 5 and 3), gamma = 1/d.  Ratios: default / n_threads=1
 (target <= 1.2 busy, of the fastest calls and of the paired calls) and
-scikit-learn / default (target >= 1.5 busy).  A full run takes about 3-5
-minutes on 2 cores.
+scikit-learn / default (target >= 1.5 busy).  A full run measures for
+about 1.5 minutes on 2 cores.
 
 The paired ratio is the geometric mean, over the rounds, of a round's
 default time over its n_threads=1 time, with its 95% interval; a busy cell
