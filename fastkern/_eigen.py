@@ -18,7 +18,6 @@ import functools
 import inspect
 import math
 import numbers
-import threading
 import time
 import warnings
 
@@ -188,40 +187,6 @@ _FALLBACK_RESTARTS = 20
 # ARPACK); before, from ARPACK's own generator, whose state lives on between
 # calls.
 _EIGSH_TAKES_RNG = "rng" in inspect.signature(eigsh).parameters
-
-
-class _SeededStates(threading.local):
-    """Each thread's RandomState objects free for ``seeded_random_state``."""
-
-    def __init__(self):
-        self.free = []
-
-
-_seeded_states = _SeededStates()
-
-
-@contextlib.contextmanager
-def seeded_random_state(random_state):
-    """``check_random_state(random_state)`` for the length of a solve.
-
-    An int seed's RandomState is one of this thread's, re-seeded: the same
-    stream as ``RandomState(seed)``, whose construction first seeds an
-    MT19937 from the OS's entropy (0.12-0.22 ms, a tenth of a 200-row
-    KernelPCA fit) before the legacy seeding (3 us) replaces that state.
-    The object goes back to the thread's free list when the block ends, so
-    it must not outlive the block; a nested block gets another one.
-    """
-    if isinstance(random_state, bool) or not isinstance(random_state,
-                                                         (numbers.Integral, np.integer)):
-        yield check_random_state(random_state)
-        return
-    free = _seeded_states.free
-    rng = free.pop() if free else np.random.RandomState()
-    try:
-        rng.seed(random_state)
-        yield rng
-    finally:
-        free.append(rng)
 
 
 def seeded_eigsh(A, k, *, rng, **kwargs):

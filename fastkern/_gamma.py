@@ -9,9 +9,9 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from fastkern._validation import check_array_2d, check_bool, check_int, check_real
+from fastkern._validation import (check_array_2d, check_bool, check_int, check_real,
+                                  seeded_random_state)
 
 __all__ = ["GammaEstimate", "estimate_gamma", "median_gamma"]
 
@@ -151,15 +151,15 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
     X = np.asarray(X, dtype=np.float64)
     if scaled:
         X = _scale(X)
-    rng = check_random_state(random_state)
-    if method == "sigest":
-        m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
-        if m < 1:
-            raise ValueError(f"frac * n_samples = {frac * n} gives no pairs: increase frac")
-        i = rng.randint(n, size=m)
-        j = rng.randint(n, size=m)
-    else:
-        i, j = _median_pairs(n, n_pairs, rng)
+    with seeded_random_state(random_state) as rng:
+        if method == "sigest":
+            m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
+            if m < 1:
+                raise ValueError(f"frac * n_samples = {frac * n} gives no pairs: increase frac")
+            i = rng.randint(n, size=m)
+            j = rng.randint(n, size=m)
+        else:
+            i, j = _median_pairs(n, n_pairs, rng)
     return _from_distances(_sq_dists(X, i, j))
 
 
@@ -200,5 +200,6 @@ def median_gamma(X):
     if n < 2:
         raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
     X = X.tocsr().astype(np.float64)
-    i, j = _median_pairs(n, None, check_random_state(0))
+    with seeded_random_state(0) as rng:
+        i, j = _median_pairs(n, None, rng)
     return _from_distances(_sq_dists(X, i, j)).gamma

@@ -23,8 +23,8 @@ from sklearn.utils.validation import _check_psd_eigenvalues
 from fastkern import _registry
 from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
                              lanczos_basis_size, lanczos_eigsh, one_triangle_product,
-                             randomized_eigsh, seeded_eigsh, seeded_random_state,
-                             symmetric_product, top_eigh)
+                             randomized_eigsh, seeded_eigsh, symmetric_product,
+                             top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
 from fastkern._operator import kernel_times
@@ -32,7 +32,7 @@ from fastkern._progress import report_iteration, report_stage, stage_work
 from fastkern._threads import blas_limit, blas_threads, scipy_blas_serial
 from fastkern._validation import (_all_finite, check_n_threads, is_dask_array,
                                   memory_budget_bytes, parse_memory_budget,
-                                  within_memory_budget)
+                                  seeded_random_state, within_memory_budget)
 from fastkern.centering import CentredGram, KernelCenterer
 from fastkern.kernels import Kernel
 from fastkern.pairwise import PackedUpperGram, read_back

@@ -12,12 +12,12 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                           _fit_context)
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import KernelSpec, is_precomputed, kernel_constraints, resolve_gamma
-from fastkern._validation import CachedParamValidation, check_n_threads, n_threads_constraint
+from fastkern._validation import (CachedParamValidation, check_n_threads, n_threads_constraint,
+                                  seeded_random_state)
 
 __all__ = ["Nystroem"]
 
@@ -173,8 +173,8 @@ class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transform
                           "set to n_samples, which results in inefficient evaluation of the "
                           "full kernel.")
             k = n
-        rnd = check_random_state(self.random_state)
-        inds = rnd.permutation(n)[:k].astype(np.int64)
+        with seeded_random_state(self.random_state) as rnd:
+            inds = rnd.permutation(n)[:k].astype(np.int64)
         basis = X[inds]
         if self._precomputed:
             W = basis[:, inds]

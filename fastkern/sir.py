@@ -20,7 +20,6 @@ import numpy as np
 from scipy import linalg, sparse
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                           _fit_context)
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -30,7 +29,7 @@ from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints
 from fastkern._operator import cross_kernel_times
 from fastkern._threads import blas_for, interruptible
 from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
-                                  n_threads_constraint)
+                                  n_threads_constraint, seeded_random_state)
 from fastkern.centering import center_gram
 
 __all__ = ["SlicedInverseRegression", "KernelSIR"]
@@ -543,7 +542,6 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
 
     def _draw_basis(self, labels, counts, m):
         """m training rows, each slice contributing in proportion to its size."""
-        rng = check_random_state(self.random_state)
         n = labels.shape[0]
         quota = counts * m / n
         take = np.floor(quota).astype(np.intp)
@@ -552,8 +550,9 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         take[extra] += 1
         order = np.argsort(labels, kind="stable")
         starts = np.concatenate([[0], np.cumsum(counts)])
-        picked = [rng.choice(order[starts[h]:starts[h + 1]], size=take[h], replace=False)
-                  for h in range(counts.size)]
+        with seeded_random_state(self.random_state) as rng:
+            picked = [rng.choice(order[starts[h]:starts[h + 1]], size=take[h], replace=False)
+                      for h in range(counts.size)]
         return np.sort(np.concatenate(picked))
 
     def _centred_gram(self, X):

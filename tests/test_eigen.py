@@ -6,7 +6,7 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.extmath import _randomized_eigsh
 
-from fastkern import _eigen, rbf_kernel
+from fastkern import _eigen, _validation, rbf_kernel
 from fastkern._eigen import block_eigsh, krylov_basis, randomized_eigsh
 
 
@@ -593,38 +593,38 @@ def _assert_same_stream(a, b):
 @pytest.mark.parametrize("seed", [0, 7, np.int64(12345), np.uint32(2 ** 32 - 1)])
 def test_seeded_random_state_is_randomstate_of_the_seed(seed):
     for _ in range(2):  # the second block re-seeds the object the first returned
-        with _eigen.seeded_random_state(seed) as rng:
+        with _validation.seeded_random_state(seed) as rng:
             _assert_same_stream(_stream(rng), _stream(np.random.RandomState(seed)))
 
 
 def test_seeded_random_state_nested_blocks_and_errors_keep_each_stream():
     reference = np.random.RandomState(3)
-    with _eigen.seeded_random_state(3) as outer:
+    with _validation.seeded_random_state(3) as outer:
         _assert_same_stream(_stream(outer), _stream(reference))
-        with _eigen.seeded_random_state(4) as inner:
+        with _validation.seeded_random_state(4) as inner:
             assert inner is not outer
             _assert_same_stream(_stream(inner), _stream(np.random.RandomState(4)))
         # The outer stream goes on where it was, as RandomState(3)'s would.
         _assert_same_stream(_stream(outer), _stream(reference))
     with pytest.raises(RuntimeError):
-        with _eigen.seeded_random_state(5) as rng:
+        with _validation.seeded_random_state(5) as rng:
             rng.uniform()
             raise RuntimeError("a solve failed")
-    with _eigen.seeded_random_state(5) as rng:
+    with _validation.seeded_random_state(5) as rng:
         _assert_same_stream(_stream(rng), _stream(np.random.RandomState(5)))
     with pytest.raises(ValueError, match="Seed must be between 0 and 2"):
-        with _eigen.seeded_random_state(-1):
+        with _validation.seeded_random_state(-1):
             pass
 
 
 def test_seeded_random_state_passes_other_values_to_check_random_state():
     mine = np.random.RandomState(1)
-    with _eigen.seeded_random_state(mine) as rng:
+    with _validation.seeded_random_state(mine) as rng:
         assert rng is mine
-    with _eigen.seeded_random_state(None) as rng:
+    with _validation.seeded_random_state(None) as rng:
         assert rng is np.random.mtrand._rand
     with pytest.raises(ValueError, match="cannot be used to seed"):
-        with _eigen.seeded_random_state("seven"):
+        with _validation.seeded_random_state("seven"):
             pass
 
 
@@ -636,7 +636,7 @@ def test_seeded_random_state_threads_draw_their_own_streams():
 
     def draw(seed):
         try:
-            with _eigen.seeded_random_state(seed) as rng:
+            with _validation.seeded_random_state(seed) as rng:
                 barrier.wait(timeout=30)  # every thread holds its object at once
                 results[seed] = [rng.uniform(-1, 1, 5) for _ in range(50)]
         except Exception as exc:  # reported below, in the main thread
@@ -652,3 +652,32 @@ def test_seeded_random_state_threads_draw_their_own_streams():
         reference = np.random.RandomState(seed)
         for x in draws:
             np.testing.assert_array_equal(x, reference.uniform(-1, 1, 5))
+
+
+def test_every_seeded_draw_is_the_randomstate_of_the_seed():
+    # Each estimator that re-seeds a pooled RandomState for an int seed gives
+    # the bits of the same fit given RandomState(seed) itself.
+    import scipy.sparse as sp
+
+    from fastkern import KernelSIR, Nystroem, estimate_gamma
+    from fastkern._gamma import median_gamma
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((300, 5))
+    y = X[:, 0] + 0.1 * rng.standard_normal(300)
+    for seed in (0, 11):
+        for kwargs in ({"method": "median", "n_pairs": 500}, {"method": "sigest"}):
+            a = estimate_gamma(X, random_state=seed, **kwargs)
+            b = estimate_gamma(X, random_state=np.random.RandomState(seed), **kwargs)
+            np.testing.assert_array_equal(a.quantiles, b.quantiles)
+        ours = Nystroem(n_components=20, random_state=seed).fit(X)
+        ref = Nystroem(n_components=20, random_state=np.random.RandomState(seed)).fit(X)
+        np.testing.assert_array_equal(ours.component_indices_, ref.component_indices_)
+        ours = KernelSIR(n_basis=40, random_state=seed, n_threads=1).fit(X, y)
+        ref = KernelSIR(n_basis=40, random_state=np.random.RandomState(seed), n_threads=1).fit(X, y)
+        np.testing.assert_array_equal(ours.transform(X), ref.transform(X))
+    # More pairs than the median heuristic draws; sparse rows' distances
+    # round differently, and another draw would move the median by ~1e-3.
+    big = rng.standard_normal((1500, 3))
+    assert median_gamma(sp.csr_matrix(big)) == pytest.approx(
+        estimate_gamma(big, random_state=np.random.RandomState(0)).gamma, rel=1e-12)
