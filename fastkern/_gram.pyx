@@ -733,3 +733,51 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
                         stream_tile(tbuf, bj, Op + j0 * m + i0, m, bi, bj, tscr, True, cached)
             fk_store_fence()
     return np.asarray(out) if packed is None else np.asarray(packed)
+
+
+# ---------------------------------------------------------------- every pair's distance
+
+
+cdef void _upper_sq_dists(const double *X, Py_ssize_t n, Py_ssize_t d, double *out,
+                          Py_ssize_t i0, Py_ssize_t i1, int n_threads) noexcept nogil:
+    cdef Py_ssize_t i, j, k, k1, base
+    cdef double s, c, t
+    for i in prange(i0, i1, num_threads=n_threads, schedule='dynamic'):
+        # Row i's pairs (i, j > i) start at i n - i (i + 1) / 2 in pdist's order.
+        base = i * n - (i * (i + 1)) // 2 - i - 1
+        for j in range(i + 1, n):
+            s = 0.0
+            k = 0
+            while k < d:
+                # 32-feature chunks summed apart, as the direct path's.
+                k1 = min(k + 32, d)
+                c = 0.0
+                while k < k1:
+                    t = X[i * d + k] - X[j * d + k]
+                    c = c + t * t
+                    k = k + 1
+                s = s + c
+            out[base + j] = s
+
+
+def upper_sq_dists(const double[:, ::1] X, double[::1] out, int n_threads):
+    """||X[i] - X[j]||^2 for every pair i < j into out, in scipy's pdist order
+    (row 0's pairs, then row 1's, ...), from the direct differences of the
+    coordinates, the squares summed in chunks of 32 features.  Rows run in
+    time-bounded batches (Ctrl-C between them)."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+    if out.shape[0] != n * (n - 1) // 2:
+        raise ValueError(f"out must hold the {n * (n - 1) // 2} pairs of {n} rows, got "
+                         f"{out.shape[0]}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be at least 1, got {n_threads}")
+    if n < 2:
+        return
+    if d == 0:
+        out[:] = 0.0
+        return
+    cdef Batches batches = Batches(n - 1, n_threads)
+    while batches.next():
+        with nogil:
+            _upper_sq_dists(&X[0, 0], n, d, &out[0], batches.start, batches.stop,
+                            batches.threads)

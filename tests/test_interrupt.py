@@ -605,3 +605,12 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
     H = np.eye(60) - 1 / 60
     np.testing.assert_allclose(kpca.eigenvalues_, np.linalg.eigvalsh(H @ K @ H)[::-1][:3],
                                rtol=1e-10)
+
+
+def test_median_heuristic_over_every_pair_stops_on_ctrl_c():
+    # 1e6 pairs of 4000 features: about 4e9 differences, seconds on 2 cores.
+    X = _wide(1414, 4000, np.float64)
+    latency = least_time_to_interrupt(lambda: fastkern.estimate_gamma(X), LATENCY)
+    assert latency is not None, "the estimate finished before Ctrl-C"
+    assert latency < LATENCY
+    assert fastkern.estimate_gamma(X[:50]).gamma > 0

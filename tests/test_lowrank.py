@@ -558,3 +558,51 @@ def test_centered_tol_is_relative_to_the_centred_kernel():
     top = np.linalg.eigvalsh(Kc)[::-1][:3]
     approx = np.linalg.eigvalsh(Gc.T @ Gc)[::-1][:3]
     np.testing.assert_allclose(approx, top, rtol=1e-4)
+
+
+@pytest.mark.parametrize("n, d", [(2, 1), (3, 31), (17, 32), (40, 33), (129, 65), (300, 7)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_every_pair_distance_is_pdists_in_its_order(n, d, threads):
+    # Direct differences, row by row in scipy's condensed order (a pair out
+    # of place would be off by O(1), not by rounding).
+    from scipy.spatial.distance import pdist
+
+    from fastkern import _gram
+
+    X = np.random.default_rng(n * d).standard_normal((n, d)) * 1e-3 + 1e8
+    X[n // 2] = X[0] + 1e-8 * (n > 2)  # a near-duplicate pair, far from 0
+    out = np.full(n * (n - 1) // 2, np.nan)
+    _gram.upper_sq_dists(X, out, threads)
+    ref = pdist(X, "sqeuclidean")
+    np.testing.assert_allclose(out, ref, rtol=4 * d * np.finfo(float).eps, atol=0)
+    one = np.empty_like(out)
+    _gram.upper_sq_dists(X, one, 1)
+    np.testing.assert_array_equal(out, one)
+
+
+def test_every_pair_distance_rejects_bad_arguments_and_edges():
+    from fastkern import _gram
+
+    X = np.ones((4, 3))
+    with pytest.raises(ValueError, match="out must hold the 6 pairs of 4 rows, got 5"):
+        _gram.upper_sq_dists(X, np.empty(5), 1)
+    with pytest.raises(ValueError, match="n_threads must be at least 1"):
+        _gram.upper_sq_dists(X, np.empty(6), 0)
+    _gram.upper_sq_dists(np.ones((1, 3)), np.empty(0), 1)
+    _gram.upper_sq_dists(np.ones((0, 3)), np.empty(0), 1)
+    out = np.full(6, np.nan)
+    _gram.upper_sq_dists(np.ones((4, 0)), out, 1)
+    np.testing.assert_array_equal(out, 0.0)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "readonly", "float32"])
+def test_median_heuristic_takes_any_layout(layout):
+    from scipy.spatial.distance import pdist
+
+    base = np.random.default_rng(5).standard_normal((301, 12))
+    X = {"C": base, "F": np.asfortranarray(base), "strided": np.repeat(base, 2, axis=1)[:, ::2],
+         "readonly": base.copy(), "float32": base.astype(np.float32)}[layout]
+    if layout == "readonly":
+        X.flags.writeable = False
+    ref = 1 / np.median(pdist(np.asarray(X, dtype=np.float64), "sqeuclidean"))
+    assert estimate_gamma(X).gamma == pytest.approx(ref, rel=1e-14)
