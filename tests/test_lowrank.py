@@ -606,3 +606,22 @@ def test_median_heuristic_takes_any_layout(layout):
         X.flags.writeable = False
     ref = 1 / np.median(pdist(np.asarray(X, dtype=np.float64), "sqeuclidean"))
     assert estimate_gamma(X).gamma == pytest.approx(ref, rel=1e-14)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 9, 10, 11, 101, 1000, 19900])
+@pytest.mark.parametrize("kind", ["spread", "ties", "ascending", "descending"])
+def test_distance_quantiles_are_numpys(m, kind):
+    # R's type 7 from one partition per order statistic on shrinking ranges:
+    # numpy's own quantile, to the bit.
+    from fastkern._gamma import _quantiles
+
+    v = np.random.default_rng(m).standard_normal(m) ** 2
+    v = {"spread": v, "ties": np.round(v, 1) + 0.1, "ascending": np.sort(v),
+         "descending": np.sort(v)[::-1].copy()}[kind]
+    probs = [0.9, 0.5, 0.1]
+    expected = np.quantile(v, probs)
+    work = v.copy()
+    np.testing.assert_array_equal(_quantiles(work, probs), expected)
+    np.testing.assert_array_equal(np.sort(work), np.sort(v))  # partitioned, nothing lost
+    np.testing.assert_array_equal(_quantiles(v.copy(), [0.0, 1.0, 0.25]),
+                                  np.quantile(v, [0.0, 1.0, 0.25]))
