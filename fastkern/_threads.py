@@ -567,7 +567,8 @@ def _rows(args):
 
 def limits_blas(method):
     """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``, or to
-    one thread when its data (the first argument) has few rows."""
+    one thread when its data (the first argument) has few rows; n_threads=None
+    inside it means at most ``self.n_threads`` (default_threads_now)."""
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
@@ -578,7 +579,12 @@ def limits_blas(method):
                  and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
         rows = _rows(args)
         cap = None
-        if (n_threads is None and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS
+        if valid:
+            # What the method runs on the default threads (gamma="median"'s
+            # distances, a helper given n_threads=None) stays within the
+            # estimator's count too.
+            cap = int(n_threads)
+        elif (n_threads is None and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS
                 and default_n_threads() > 1):
             # Short work on the default threads: none on the cores other
             # processes are running on (LOAD_AWARE_ROWS), for the method's

@@ -625,3 +625,24 @@ def test_distance_quantiles_are_numpys(m, kind):
     np.testing.assert_array_equal(np.sort(work), np.sort(v))  # partitioned, nothing lost
     np.testing.assert_array_equal(_quantiles(v.copy(), [0.0, 1.0, 0.25]),
                                   np.quantile(v, [0.0, 1.0, 0.25]))
+
+
+def test_median_gamma_in_an_estimator_keeps_to_its_n_threads(monkeypatch):
+    from fastkern import _gram, _threads
+
+    seen = []
+    real = _gram.upper_sq_dists
+
+    def recording(X, out, n_threads):
+        seen.append(n_threads)
+        return real(X, out, n_threads)
+
+    monkeypatch.setattr(_gram, "upper_sq_dists", recording)
+    monkeypatch.setattr(_threads, "default_n_threads", lambda: 3)
+    monkeypatch.setattr(_threads, "cores_free", lambda: 3)
+    X = _data(600, 4, np.float64, seed=2)
+    y = X[:, 0]
+    fits = {t: fastkern.KernelRidge(kernel="rbf", gamma="median", n_threads=t).fit(X, y)
+            for t in (1, 2, None)}
+    assert seen == [1, 2, 3]
+    assert fits[1].gamma_ == fits[2].gamma_ == fits[None].gamma_

@@ -198,6 +198,9 @@ def test_default_blas_threads_leave_the_cores_other_processes_run_on(monkeypatch
 
     assert Loops(None).fit(rows) == (1, 1)
     assert Loops(2).fit(rows) == (2, 2)                       # no cap on an explicit count
+    # ... but the method's defaults take the estimator's explicit count.
+    assert Loops(1).fit(rows) == (1, 1)
+    assert Loops(1).fit(long_work) == (1, 1)
     assert Loops(None).fit(long_work) == (2, 2)
     assert check_n_threads(None) == 2
 
