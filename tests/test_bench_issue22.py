@@ -104,6 +104,8 @@ def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
                 v for k, v in r["times_s"].items() if k != "auto"))
         else:
             assert r["ratio"] == pytest.approx(r["sklearn_s"] / r["fastkern_s"])
+            low, high = r["paired_interval"]
+            assert 0 < low <= r["paired_ratio"] <= high
 
 
 def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
