@@ -494,8 +494,8 @@ class Randomized(_CentredInPlace):
     name = "randomized"
 
     def solve(self, est, K, k, rebuild):
-        return randomized_eigsh(K, k, n_iter=est.iterated_power,
-                                random_state=est.random_state)
+        with seeded_random_state(est.random_state) as rng:
+            return randomized_eigsh(K, k, n_iter=est.iterated_power, random_state=rng)
 
 
 class BlockKrylov(_GramSolver):

@@ -205,7 +205,8 @@ def test_block_krylov_rank_deficient_gram(n_components):
                                       1e-7)
 
 
-@pytest.mark.parametrize("solver", ["block_krylov", "thick_restart_lanczos", "arpack"])
+@pytest.mark.parametrize("solver", ["block_krylov", "thick_restart_lanczos", "arpack",
+                                    "randomized"])
 def test_reproducible_with_random_state(solver):
     # Same random_state, same bits: the random start and every random fill
     # come from it, never from numpy's global state.
