@@ -52,10 +52,6 @@ cdef void gram_tile(const floating *X, const floating *Y, const floating *Yt,
 cdef void mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1,
                        Py_ssize_t j0, Py_ssize_t j1, bint diag) noexcept nogil
 
-cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
-                       int n_threads) noexcept nogil
-
-
 cdef inline void map_dot(floating *g, Py_ssize_t n, const KernelMap *spec) noexcept nogil:
     """Inner products -> kernel values in place (linear, poly, sigmoid, exponential):
     the rule of the BLAS tile path, shared by _gram and _sparse."""

@@ -440,13 +440,20 @@ def scratch(name, shape, dtype):
     under `name` (one live array per name), when it is at most SCRATCH_KEEP
     bytes; larger ones are new each call."""
     dtype = np.dtype(dtype)
+    kept = _scratch.__dict__.get(name)
+    # The last request's view again: most callers ask for the same shape each
+    # call, and the four views below cost more than a small Gram's tile.
+    if kept is not None and kept[1].shape == shape and kept[1].dtype == dtype:
+        return kept[1]
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > SCRATCH_KEEP:
         return np.empty(shape, dtype=dtype)
-    kept = _scratch.__dict__.get(name)
-    if kept is None or kept.nbytes < nbytes:
-        kept = _scratch.__dict__[name] = np.empty(max(nbytes, 64) // 8 + 1, dtype=np.float64)
-    return kept.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
+    buf = None if kept is None else kept[0]
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(max(nbytes, 64) // 8 + 1, dtype=np.float64)
+    view = buf.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
+    _scratch.__dict__[name] = (buf, view)
+    return view
 
 
 def first_touch(floating[:, ::1] out, int n_threads):
@@ -484,48 +491,114 @@ def centred_rows(X, const double[::1] mean, int n_threads):
     Row blocks in time-bounded batches (fastkern._batches): at n x d of
     hundreds of MB this O(n d) pass alone would hold off Ctrl-C for seconds.
     """
-    Xc = np.empty(X.shape, dtype=np.float64)
+    X = np.ascontiguousarray(X)
+    if X.dtype == np.float32:
+        return _centred_rows[float](X, mean, n_threads)
+    return _centred_rows[double](np.asarray(X, dtype=np.float64), mean, n_threads)
+
+
+cdef _centred_rows(const floating[:, ::1] X, const double[::1] mean, int n_threads):
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+    if mean.shape[0] != d:
+        raise ValueError(f"mean must hold {d} values, got {mean.shape[0]}")
+    Xc = np.empty((n, d), dtype=np.float64)
+    xn = np.zeros(n)
+    if n == 0 or d == 0:
+        return Xc, xn
     cdef double[:, ::1] xc = Xc
-    cdef double[::1] xn = np.empty(X.shape[0])
-    cdef Batches batches = Batches(X.shape[0], n_threads)
+    cdef double[::1] xnv = xn
+    cdef Batches batches = Batches(n, n_threads)
     while batches.next():
-        np.subtract(X[batches.start:batches.stop], mean, out=Xc[batches.start:batches.stop])
         with nogil:
-            row_sq_norms(&xc[batches.start, 0], batches.stop - batches.start, xc.shape[1],
-                         &xn[batches.start], batches.threads)
-    return Xc, np.asarray(xn)
+            _centre_rows(&X[0, 0], d, &mean[0], &xc[0, 0], &xnv[0], batches.start,
+                         batches.stop, batches.threads)
+    return Xc, xn
+
+
+cdef void _centre_rows(const floating *X, Py_ssize_t d, const double *mean, double *xc,
+                       double *xn, Py_ssize_t i0, Py_ssize_t i1, int n_threads) noexcept nogil:
+    """xc[i] = X[i] - mean in float64 and xn[i] = |xc[i]|^2, for rows i0..i1-1."""
+    cdef Py_ssize_t i
+    if n_threads == 1:
+        # No parallel region for one thread: most calls are a few rows.
+        for i in range(i0, i1):
+            _centre_row(X + i * d, d, mean, xc + i * d, xn + i)
+        return
+    for i in prange(i0, i1, num_threads=n_threads, schedule='static'):
+        _centre_row(X + i * d, d, mean, xc + i * d, xn + i)
+
+
+cdef inline void _centre_row(const floating *x, Py_ssize_t d, const double *mean, double *xc,
+                             double *xn) noexcept nogil:
+    cdef Py_ssize_t k, k0
+    cdef double s = 0.0, c
+    for k in range(d):
+        xc[k] = <double> x[k] - mean[k]
+    # Chunks of 32 bound the rounding error of the sum as in the direct
+    # path's distances (a sequential sum's error grows with d).
+    for k0 in range(0, d, 32):
+        c = 0.0
+        for k in range(k0, min(k0 + 32, d)):
+            c = c + xc[k] * xc[k]
+        s = s + c
+    xn[0] = s
 
 
 def common_mean(X, Y=None):
     """The mean of the rows of X and Y together, in float64.
 
-    Summed in chunks of a fixed number of rows (about 4M values), in order,
-    so the result depends only on the data, and Ctrl-C is checked between
-    chunks.
+    Summed in chunks of a fixed number of rows (about 4M values), each chunk
+    column by column in row order and then added to the total, so the result
+    depends only on the data, not on its memory layout (the sums of numpy's
+    ``A[chunk].sum(axis=0, dtype=np.float64)`` on C-ordered A, bit for bit),
+    and Ctrl-C is checked between chunks.
     """
-    total = np.zeros(X.shape[1])
-    cdef Py_ssize_t rows = max(1, (1 << 22) // max(1, X.shape[1])), start
+    cdef double[::1] total = np.zeros(np.shape(X)[1])
+    cdef double[::1] chunk = np.empty(np.shape(X)[1])
+    count = 0
     for A in (X,) if Y is None else (X, Y):
-        for start in range(0, A.shape[0], rows):
-            PyErr_CheckSignals()
-            total += A[start:start + rows].sum(axis=0, dtype=np.float64)
-    return total / (X.shape[0] + (0 if Y is None else Y.shape[0]))
+        A = np.ascontiguousarray(A)
+        if A.dtype == np.float32:
+            _add_column_sums[float](A, chunk, total)
+        else:
+            _add_column_sums[double](np.asarray(A, dtype=np.float64), chunk, total)
+        count += A.shape[0]
+    return np.asarray(total) / count
 
 
-cdef void row_sq_norms(const floating *X, Py_ssize_t n, Py_ssize_t d, double *xn,
-                       int n_threads) noexcept nogil:
-    cdef Py_ssize_t i, k, k0
-    cdef double s, c
-    for i in prange(n, num_threads=n_threads, schedule='static'):
-        # Chunks of 32 bound the rounding error of the sum as in the direct
-        # path's distances (a sequential sum's error grows with d).
-        s = 0.0
-        for k0 in range(0, d, 32):
-            c = 0.0
-            for k in range(k0, min(k0 + 32, d)):
-                c = c + (<double> X[i * d + k]) * X[i * d + k]
-            s = s + c
-        xn[i] = s
+cdef double[::1] _common_mean(const floating[:, ::1] X, const floating[:, ::1] Y, bint only_x):
+    """common_mean of X (only_x) or of X and Y, for inputs already checked."""
+    cdef Py_ssize_t d = X.shape[1], k
+    cdef double[::1] total = np.zeros(d)
+    cdef double[::1] chunk = np.empty(d)
+    cdef double count = X.shape[0] + (0 if only_x else Y.shape[0])
+    _add_column_sums(X, chunk, total)
+    if not only_x:
+        _add_column_sums(Y, chunk, total)
+    if count > 0:
+        for k in range(d):
+            total[k] = total[k] / count
+    return total
+
+
+cdef int _add_column_sums(const floating[:, ::1] A, double[::1] chunk,
+                          double[::1] total) except -1:
+    cdef Py_ssize_t n = A.shape[0], d = A.shape[1], i, k, start, stop
+    cdef Py_ssize_t rows = max(1, (1 << 22) // max(1, d))
+    if n == 0 or d == 0:
+        return 0
+    for start in range(0, n, rows):
+        PyErr_CheckSignals()
+        stop = min(n, start + rows)
+        with nogil:
+            for k in range(d):
+                chunk[k] = A[start, k]
+            for i in range(start + 1, stop):
+                for k in range(d):
+                    chunk[k] = chunk[k] + A[i, k]
+            for k in range(d):
+                total[k] = total[k] + chunk[k]
+    return 0
 
 
 cdef void mirror_block(floating *K, Py_ssize_t ld, Py_ssize_t i0, Py_ssize_t i1,
@@ -641,12 +714,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef const double *xn_p = NULL
     cdef const double *yn_p = NULL
     if rbf_blas:
-        mean = common_mean(np.asarray(X), None if symmetric else np.asarray(Y))
-        Xc, xn = centred_rows(np.asarray(X), mean, n_threads)
+        mean = _common_mean(X, Y, symmetric)
+        Xc, xn = _centred_rows(X, mean, n_threads)
         if symmetric:
             Yc, yn = Xc, xn
         else:
-            Yc, yn = centred_rows(np.asarray(Y), mean, n_threads)
+            Yc, yn = _centred_rows(Y, mean, n_threads)
         Xc_p, Yc_p, xn_p, yn_p = &Xc[0, 0], &Yc[0, 0], &xn[0], &yn[0]
     cdef const double[:, ::1] Yct = None
     cdef const double *Yct_p = NULL
@@ -686,9 +759,8 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
     cdef floating[:, :, ::1] bufs = scratch("gram tiles", (n_threads, 2, tile * tile), dtype)
     # float32 BLAS RBF: the float64 gemm's tile, converted into bufs by the map.
     cdef bint wide_tile = rbf_blas and floating is float
-    cdef double[:, ::1] dbufs = scratch("gram wide tiles", (n_threads if wide_tile else 1,
-                                                            tile * tile if wide_tile else 1),
-                                        np.float64)
+    cdef double[:, ::1] dbufs = (scratch("gram wide tiles", (n_threads, tile * tile), np.float64)
+                                 if wide_tile else None)
     cdef double *dbuf
 
     # Tiles run in time-bounded batches, each one parallel region, so Ctrl-C

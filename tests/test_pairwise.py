@@ -905,6 +905,58 @@ def test_first_touch_writes_one_zero_a_page_and_nothing_else(dtype, shape):
     assert_array_equal(a[~touched], 7)
 
 
+def _numpy_common_mean(arrays, rows_per_chunk):
+    """The reference: numpy's float64 column sums of fixed row chunks, added in order
+    (of C-ordered rows: numpy sums a contiguous column pairwise instead)."""
+    total = np.zeros(arrays[0].shape[1])
+    for A in map(np.ascontiguousarray, arrays):
+        for s in range(0, A.shape[0], rows_per_chunk):
+            total += A[s:s + rows_per_chunk].sum(axis=0, dtype=np.float64)
+    return total / sum(A.shape[0] for A in arrays)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "read-only"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, d", [(1, 1), (3, 31), (50, 32), (257, 33), (40, 65)])
+def test_common_mean_and_centred_rows_equal_numpy(n, d, dtype, layout):
+    from fastkern import _gram
+
+    rng = np.random.default_rng(n + d)
+    # Columns of very different scales around a large offset: any change in
+    # the order of the sums shows in the last bits.
+    base = rng.standard_normal((2 * n, 2 * d)) * 10.0 ** rng.uniform(-3, 5, 2 * d) + 1e4
+    base = base.astype(dtype)
+    X = {"C": np.ascontiguousarray(base[:n, :d]), "F": np.asfortranarray(base[:n, :d]),
+         "strided": base[::2, ::2][:n, :d], "read-only": base[:n, :d].copy()}[layout]
+    X.flags.writeable = layout != "read-only"
+    Y = base[n:, :d].astype(np.float64)          # another dtype than X for float32
+    rows = max(1, (1 << 22) // d)
+    assert_array_equal(_gram.common_mean(X), _numpy_common_mean([X], rows))
+    assert_array_equal(_gram.common_mean(X, Y), _numpy_common_mean([X, Y], rows))
+    mean = _gram.common_mean(X, Y)
+    for threads in (1, 2):
+        Xc, xn = _gram.centred_rows(X, mean, threads)
+        assert Xc.dtype == np.float64 and Xc.flags.c_contiguous
+        assert_array_equal(Xc, np.subtract(X, mean))
+        assert_allclose(xn, (Xc.astype(np.longdouble) ** 2).sum(axis=1).astype(np.float64),
+                        rtol=4 * np.finfo(np.float64).eps, atol=0)
+
+
+def test_common_mean_of_many_row_chunks_equals_numpy():
+    # More rows than one chunk of (1 << 22) // d: the chunk sums are added in order.
+    from fastkern import _gram
+
+    X = np.random.default_rng(1).standard_normal((70_000, 64)) * 1e3 + 1e6
+    assert_array_equal(_gram.common_mean(X), _numpy_common_mean([X], (1 << 22) // 64))
+
+
+def test_centred_rows_rejects_a_mean_of_another_length():
+    from fastkern import _gram
+
+    with pytest.raises(ValueError, match="mean must hold 3 values"):
+        _gram.centred_rows(np.ones((2, 3)), np.zeros(4), 1)
+
+
 def test_tile_scratch_is_kept_per_thread_and_only_when_small(monkeypatch):
     import threading
 
@@ -914,6 +966,10 @@ def test_tile_scratch_is_kept_per_thread_and_only_when_small(monkeypatch):
     assert a.shape == (3, 5) and a.dtype == np.float32 and a.flags.c_contiguous
     b = _gram.scratch("test scratch", (2, 4), np.float64)
     assert np.shares_memory(a, b)          # the same kept buffer, reshaped
+    again = _gram.scratch("test scratch", (2, 4), np.float64)
+    assert again.shape == (2, 4) and again.dtype == np.float64 and np.shares_memory(again, b)
+    wide = _gram.scratch("test scratch", (200, 30), np.float64)    # grows the kept buffer
+    assert wide.shape == (200, 30) and not np.shares_memory(wide, b)
     assert not np.shares_memory(a, _gram.scratch("other scratch", (3, 5), np.float32))
     other = {}
     thread = threading.Thread(
