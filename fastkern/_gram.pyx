@@ -89,7 +89,7 @@ from fastkern._maps cimport (
     fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f, fk_sqdist_row_d,
     fk_sqdist_row_f, fk_l1dist_row_d, fk_l1dist_row_f, fk_dot_tile, fk_dot_level,
     FK_N_KINDS, FK_FEATUREWISE, fk_kind_name, fk_param_name, fk_param_default,
-    fk_sqdist_map_d, fk_sqdist_map_f,
+    fk_sqdist_map_d, fk_sqdist_map_f, fk_any_nonfinite_d, fk_any_nonfinite_f,
 )
 
 cdef enum:
@@ -454,6 +454,32 @@ def scratch(name, shape, dtype):
     view = buf.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
     _scratch.__dict__[name] = (buf, view)
     return view
+
+
+# Values per nogil scan of all_finite, between checks for Ctrl-C (a few ms).
+cdef Py_ssize_t FINITE_CHUNK = 1 << 22
+
+
+def all_finite(const floating[::1] x):
+    """Whether every value of x is finite: no NaN, no infinity.
+
+    In chunks of FINITE_CHUNK values, Ctrl-C checked between them.
+    """
+    cdef Py_ssize_t n = x.shape[0], start = 0, stop
+    cdef int bad = 0
+    while start < n:
+        stop = min(n, start + FINITE_CHUNK)
+        with nogil:
+            if floating is double:
+                bad = fk_any_nonfinite_d(&x[start], stop - start)
+            else:
+                bad = fk_any_nonfinite_f(&x[start], stop - start)
+        if bad:
+            return False
+        start = stop
+        if start < n:
+            PyErr_CheckSignals()
+    return True
 
 
 def first_touch(floating[:, ::1] out, int n_threads):

@@ -24,6 +24,8 @@ cdef extern from "fk_maps.h" nogil:
     void fk_ipow_f(float *g, Py_ssize_t n, float gamma, float coef0, long degree)
     void fk_affine_d(double *g, Py_ssize_t n, double gamma, double coef0)
     void fk_affine_f(float *g, Py_ssize_t n, float gamma, float coef0)
+    int fk_any_nonfinite_d(const double *x, Py_ssize_t n)
+    int fk_any_nonfinite_f(const float *x, Py_ssize_t n)
     # The kind codes of every compiled loop (FK_KINDS in fk_maps.h): one numbering.
     # Only the kinds the Cython code names are declared; fk_kind_name gives all.
     enum:

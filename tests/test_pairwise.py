@@ -740,6 +740,41 @@ def test_non_finite_in_strided_large_input_is_found():
     assert np.isfinite(K).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "read-only", "1-D"])
+def test_all_finite_agrees_with_numpy(dtype, layout):
+    from fastkern._validation import _all_finite
+
+    rng = np.random.default_rng(3)
+    info = np.finfo(dtype)
+    base = rng.standard_normal((67, 130)).astype(dtype)
+    # Finite extremes: the largest value (a sum of two overflows), subnormals, -0.
+    base[0, :4] = [info.max, info.max, info.smallest_subnormal, -0.0]
+    views = {"C": lambda B: B, "F": np.asfortranarray, "strided": lambda B: B[::2, 1::3],
+             "read-only": lambda B: B.copy(), "1-D": lambda B: B.reshape(-1)}
+    A = views[layout](base.copy())
+    A.flags.writeable = layout != "read-only"
+    assert _all_finite(A)
+    # Each bad value at the ends and on both sides of a 64-value block edge.
+    for bad in (np.nan, np.inf, -np.inf):
+        for where in (0, 63, 64, 65, A.size - 1):
+            B = views[layout](base.copy())
+            B[np.unravel_index(where, B.shape)] = bad
+            assert not _all_finite(B)
+            assert not np.isfinite(B).all()
+
+
+def test_all_finite_across_its_scan_chunks():
+    # More values than one nogil scan (_gram's FINITE_CHUNK, 2^22): the flag
+    # in the second chunk is found, and a clean array of that size passes.
+    from fastkern._validation import _all_finite
+
+    A = np.zeros((2, (1 << 22) // 2 + 7), dtype=np.float32)
+    assert _all_finite(A)
+    A[1, -1] = np.nan
+    assert not _all_finite(A)
+
+
 BAD_SHAPES = {
     "1-D": np.ones(4),
     "3-D": np.ones((2, 3, 4)),

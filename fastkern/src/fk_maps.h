@@ -438,6 +438,42 @@ static void fk_dot_tile(const double *xc, ptrdiff_t d, const double *yct, ptrdif
 FK_DEFINE_MAPS(double, d)
 FK_DEFINE_MAPS(float, f)
 
+/* Whether any of x[0:n] is NaN or infinite (all exponent bits set), for the
+ * input checks: integer compares on the bits vectorise, where a float test or
+ * sum would need -ffast-math or raise numpy's overflow warnings.  The flags
+ * are OR-ed over blocks of 64 and the loop stops at the first bad block. */
+FK_CLONES static int fk_any_nonfinite_d(const double *x, ptrdiff_t n)
+{
+    const uint64_t exp_bits = 0x7ff0000000000000ULL;
+    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
+        ptrdiff_t j1 = j0 + 64 < n ? j0 + 64 : n;
+        int bad = 0;
+        for (ptrdiff_t j = j0; j < j1; j++) {
+            uint64_t b;
+            memcpy(&b, x + j, 8);
+            bad |= (b & exp_bits) == exp_bits;
+        }
+        if (bad) return 1;
+    }
+    return 0;
+}
+
+FK_CLONES static int fk_any_nonfinite_f(const float *x, ptrdiff_t n)
+{
+    const uint32_t exp_bits = 0x7f800000U;
+    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
+        ptrdiff_t j1 = j0 + 64 < n ? j0 + 64 : n;
+        int bad = 0;
+        for (ptrdiff_t j = j0; j < j1; j++) {
+            uint32_t b;
+            memcpy(&b, x + j, 4);
+            bad |= (b & exp_bits) == exp_bits;
+        }
+        if (bad) return 1;
+    }
+    return 0;
+}
+
 /* The compiled kernels, one line each: id, the registry's name of the compiled
  * map (fastkern/_registry.py), and the geometry the tile loops compute before
  * the map (FK_INNER: inner products; FK_SQDIST: squared Euclidean distances;
