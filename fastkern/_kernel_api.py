@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 
 from fastkern._gamma import median_gamma
-from fastkern._validation import check_n_threads, check_real
+from fastkern._validation import _all_finite, check_n_threads, check_real
 from fastkern.kernels import Kernel
 from fastkern import _registry
 from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, compiled_params, pairwise_kernels,
@@ -260,11 +260,7 @@ def _plain_input(estimator, X, y, reset, check_params):
     config = get_config()
     if config["array_api_dispatch"]:
         return None
-    # A float sum is finite only if every value is (a sum that overflows
-    # goes to validate_data, which looks at the values).
-    if not config["assume_finite"] and not (
-            np.isfinite(X.sum(dtype=np.float64))
-            and (no_y or np.isfinite(y.sum(dtype=np.float64)))):
+    if not config["assume_finite"] and not (_all_finite(X) and (no_y or _all_finite(y))):
         return None
     if reset:
         if hasattr(estimator, "feature_names_in_"):

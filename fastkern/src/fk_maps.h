@@ -439,19 +439,21 @@ FK_DEFINE_MAPS(double, d)
 FK_DEFINE_MAPS(float, f)
 
 /* Whether any of x[0:n] is NaN or infinite (all exponent bits set), for the
- * input checks: integer compares on the bits vectorise, where a float test or
- * sum would need -ffast-math or raise numpy's overflow warnings.  The flags
- * are OR-ed over blocks of 64 and the loop stops at the first bad block. */
+ * input checks: integer arithmetic on the bits vectorises, where a float test
+ * or sum would need -ffast-math or raise numpy's overflow warnings.
+ * (~b & e) - 1 has its top bit set exactly when ~b & e is 0 (it is below
+ * 2^63 otherwise); the flags are OR-ed over blocks of 64 values and the scan
+ * stops at the first block with one. */
 FK_CLONES static int fk_any_nonfinite_d(const double *x, ptrdiff_t n)
 {
-    const uint64_t exp_bits = 0x7ff0000000000000ULL;
+    const uint64_t e = 0x7ff0000000000000ULL;
     for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
-        ptrdiff_t j1 = j0 + 64 < n ? j0 + 64 : n;
-        int bad = 0;
-        for (ptrdiff_t j = j0; j < j1; j++) {
+        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;
+        uint64_t bad = 0;
+        for (ptrdiff_t j = 0; j < m; j++) {
             uint64_t b;
-            memcpy(&b, x + j, 8);
-            bad |= (b & exp_bits) == exp_bits;
+            memcpy(&b, x + j0 + j, 8);
+            bad |= ((~b & e) - 1) >> 63;
         }
         if (bad) return 1;
     }
@@ -460,14 +462,14 @@ FK_CLONES static int fk_any_nonfinite_d(const double *x, ptrdiff_t n)
 
 FK_CLONES static int fk_any_nonfinite_f(const float *x, ptrdiff_t n)
 {
-    const uint32_t exp_bits = 0x7f800000U;
+    const uint32_t e = 0x7f800000U;
     for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
-        ptrdiff_t j1 = j0 + 64 < n ? j0 + 64 : n;
-        int bad = 0;
-        for (ptrdiff_t j = j0; j < j1; j++) {
+        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;
+        uint32_t bad = 0;
+        for (ptrdiff_t j = 0; j < m; j++) {
             uint32_t b;
-            memcpy(&b, x + j, 4);
-            bad |= (b & exp_bits) == exp_bits;
+            memcpy(&b, x + j0 + j, 4);
+            bad |= ((~b & e) - 1) >> 31;
         }
         if (bad) return 1;
     }
