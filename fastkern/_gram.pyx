@@ -579,11 +579,15 @@ def common_mean(X, Y=None):
     ``A[chunk].sum(axis=0, dtype=np.float64)`` on C-ordered A, bit for bit),
     and Ctrl-C is checked between chunks.
     """
-    cdef double[::1] total = np.zeros(np.shape(X)[1])
-    cdef double[::1] chunk = np.empty(np.shape(X)[1])
+    d = np.shape(X)[1]
+    cdef double[::1] total = np.zeros(d)
+    cdef double[::1] chunk = np.empty(d)
     count = 0
     for A in (X,) if Y is None else (X, Y):
         A = np.ascontiguousarray(A)
+        if A.ndim != 2 or A.shape[1] != d:
+            raise ValueError(f"X and Y must be 2-D with the same columns, got {np.shape(X)} "
+                             f"and {A.shape}")
         if A.dtype == np.float32:
             _add_column_sums[float](A, chunk, total)
         else:

@@ -985,11 +985,13 @@ def test_common_mean_of_many_row_chunks_equals_numpy():
     assert_array_equal(_gram.common_mean(X), _numpy_common_mean([X], (1 << 22) // 64))
 
 
-def test_centred_rows_rejects_a_mean_of_another_length():
+def test_centred_rows_and_common_mean_reject_mismatched_columns():
     from fastkern import _gram
 
     with pytest.raises(ValueError, match="mean must hold 3 values"):
         _gram.centred_rows(np.ones((2, 3)), np.zeros(4), 1)
+    with pytest.raises(ValueError, match="the same columns"):
+        _gram.common_mean(np.ones((2, 3)), np.ones((2, 4)))
 
 
 def test_tile_scratch_is_kept_per_thread_and_only_when_small(monkeypatch):
