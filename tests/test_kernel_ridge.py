@@ -955,3 +955,24 @@ def test_predict_dtype_of_mixed_precision_input():
         pred, ref = fk32.predict(Xt), sk32.predict(Xt)
         assert pred.dtype == ref.dtype
         assert _rel(pred, ref) < 1e-5
+
+
+@pytest.mark.parametrize("alphas", [0.7, [0.7], [0.7, 2.0, 0.7]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_solve_shifted_in_place_against_numpy(alphas, dtype):
+    from fastkern._linalg import solve_shifted_in_place
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((37, 37))
+    K = (A @ A.T / 37).astype(dtype)
+    Y = rng.standard_normal((37, 3)).astype(dtype)
+    Y_before = Y.copy()
+    per_column = np.broadcast_to(np.asarray(alphas, dtype=np.float64), (3,))
+    expected = np.column_stack([np.linalg.solve(K.astype(np.float64) + a * np.eye(37),
+                                                Y[:, j].astype(np.float64))
+                                for j, a in enumerate(per_column)])
+    out = solve_shifted_in_place(K.copy(), Y, alphas)
+    assert out.dtype == dtype and out.shape == (37, 3)
+    np.testing.assert_allclose(out, expected, rtol=2e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(Y, Y_before)
