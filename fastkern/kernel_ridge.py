@@ -15,6 +15,7 @@ problem.
 ``KernelRidgeCV`` selects alpha by exact leave-one-out cross-validation from one
 eigendecomposition of the Gram matrix.
 """
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -69,6 +70,16 @@ def gram_buffer(X, spec, *, n_threads, dtype):
 
 
 def _check_alpha_array(alpha, name, *, positive=False):
+    if type(alpha) is float or (type(alpha) is int and abs(alpha) < 2 ** 53):
+        # A plain number (the default alpha=1): the checks below without
+        # NumPy's reductions, which cost a fiftieth of a 200-row fit.
+        if not math.isfinite(alpha):
+            raise ValueError(f"{name} must be finite, got {alpha!r}")
+        if positive and alpha <= 0:
+            raise ValueError(f"{name} must be > 0, got {alpha!r}")
+        if alpha < 0:
+            raise ValueError(f"{name} must be >= 0, got {alpha!r}")
+        return np.array([float(alpha)])
     values = np.atleast_1d(np.asarray(alpha))
     if values.ndim != 1 or values.size == 0:
         raise ValueError(f"{name} must be a non-empty scalar or 1-D array, "
@@ -395,7 +406,8 @@ class KernelRidge(_KernelRegressorBase):
             self.solver_ = "incomplete_cholesky"
             self._fit_ichol(X, Y, sw, alpha, ravel)
             return self
-        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw, np.all(alpha == alpha[0]))
+        dtype = _solve_dtype(self._kernel_dtype(X), y.dtype, sw,
+                             alpha.size == 1 or bool(np.all(alpha == alpha[0])))
         Y = np.array(Y, dtype=dtype, order="C", copy=True)
         s = None
         if sw is not None:
@@ -432,8 +444,8 @@ class KernelRidge(_KernelRegressorBase):
             return False
         return (dtype == np.float64 and not hasattr(X, "toarray")
                 and isinstance(self.kernel, str) and self.kernel in MIXED_KERNELS
-                and bool(np.all(alpha > 0))
-                and (self.solver == "mixed" or X.shape[0] >= self._mixed_from()))
+                and (self.solver == "mixed" or X.shape[0] >= self._mixed_from())
+                and bool(np.all(alpha > 0)))
 
     def _mixed_from(self):
         """The samples from which solver="auto" tries the mixed solve, on this

@@ -976,3 +976,33 @@ def test_solve_shifted_in_place_against_numpy(alphas, dtype):
     np.testing.assert_allclose(out, expected, rtol=2e-4 if dtype == np.float32 else 1e-10,
                                atol=1e-5 if dtype == np.float32 else 1e-12)
     np.testing.assert_array_equal(Y, Y_before)
+
+
+@pytest.mark.parametrize("value", [1, 0, 2.5, 0.0, 1e-300, 2 ** 60, np.float64(0.3), np.int64(4)])
+@pytest.mark.parametrize("positive", [False, True])
+def test_alpha_check_of_a_number_equals_that_of_a_list(value, positive):
+    # Plain ints and floats take a path of their own: the same result and
+    # the same errors as the one-element list.
+    from fastkern.kernel_ridge import _check_alpha_array
+
+    def outcome(alpha):
+        try:
+            return _check_alpha_array(alpha, "alpha", positive=positive)
+        except ValueError as exc:
+            return str(exc).split(", got")[0]
+
+    got, expected = outcome(value), outcome([value])
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, float("nan"), float("inf"), -float("inf")])
+def test_alpha_check_rejects_bad_numbers(value):
+    from fastkern.kernel_ridge import _check_alpha_array
+
+    for alpha in (value, [value]):
+        with pytest.raises(ValueError, match=r"^alpha must be (finite|>= 0)"):
+            _check_alpha_array(alpha, "alpha")
