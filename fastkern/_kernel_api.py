@@ -22,7 +22,7 @@ from fastkern._validation import _all_finite, check_n_threads, check_real
 from fastkern.kernels import Kernel
 from fastkern import _registry
 from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, compiled_params, pairwise_kernels,
-                               _upper_triangle_gram)
+                               _registered, _upper_triangle_gram)
 
 #: String kernel -> the parameters it takes; fastkern's table wins where both know a name.
 KERNEL_PARAM_NAMES = {**_SK_KERNEL_PARAMS, **KERNEL_PARAMS}
@@ -455,6 +455,13 @@ class KernelSpec:
         K : ndarray of shape (n_samples_X, n_samples_Y)
         """
         n_threads = check_n_threads(n_threads)
+        if (type(self.kernel) is str and self.kernel in KERNEL_CODES
+                and type(X) is np.ndarray and (Y is None or type(Y) is np.ndarray)):
+            # What pairwise_kernels does for these kernels on dense input
+            # (their functions hand their parameters to _registered, with the
+            # registry's defaults), without its layers: a third of a 10-row
+            # Gram's time.
+            return _registered(self.kernel, X, Y, dict(self.param_items), out, n_threads)
         if isinstance(self.kernel, Kernel):
             return self.kernel(X, Y, out=out, n_threads=n_threads)
         if callable(self.kernel):

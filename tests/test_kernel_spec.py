@@ -232,3 +232,33 @@ def test_cached_parameter_validation_stays_bounded(monkeypatch):
     assert len(_validation._PARAMS_PASSED[fastkern.KernelPCA]) <= 8
     with pytest.raises(InvalidParameterError, match="gamma"):
         fastkern.KernelPCA(gamma=-1.0)._validate_params()
+
+
+SPEC_KERNELS = [("linear", {}), ("poly", {"degree": 2, "gamma": 0.3, "coef0": 0.5}),
+                ("polynomial", {}), ("rbf", {"gamma": None}), ("rbf", {"gamma": 0.7}),
+                ("laplacian", {"gamma": 0.2}), ("sigmoid", {"gamma": 0.1, "coef0": -0.3}),
+                ("exponential", {"gamma": 0.05}), ("laplacian_l2", {"gamma": 0.4}),
+                ("bessel", {"gamma": 0.5, "order": 2, "degree": 1}),
+                ("rational_quadratic", {"alpha": 2.0, "length_scale": 1.5}), ("rq", {})]
+
+
+@pytest.mark.parametrize("name, params", SPEC_KERNELS, ids=[f"{n}-{i}" for i, (n, _) in
+                                                            enumerate(SPEC_KERNELS)])
+def test_spec_gram_is_pairwise_kernels_bit_for_bit(name, params):
+    # KernelSpec.gram calls the registry kernels on dense arrays without
+    # fastkern.pairwise_kernels' layers: the same values, for every input form.
+    spec = fastkern._kernel_api.KernelSpec.from_params(name, kernel_params=params or None)
+    A = RNG.normal(size=(37, 5))
+    B = RNG.normal(size=(11, 5))
+    inputs = [(A, None), (A, B), (A.astype(np.float32), None), (np.asfortranarray(A), B),
+              ((A * 3).astype(np.int64), None), (A[::2], B[1:])]
+    for Xa, Ya in inputs:
+        got = spec.gram(Xa, Ya, n_threads=1)
+        expected = fastkern.pairwise_kernels(Xa, Ya, metric=name, n_threads=1, **spec.params)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(got, expected)
+        out = np.empty_like(expected)
+        assert spec.gram(Xa, Ya, out=out, n_threads=2) is out
+        np.testing.assert_array_equal(out, expected)
+    with pytest.raises(ValueError, match="X contains NaN"):
+        spec.gram(np.full((3, 5), np.nan))
