@@ -442,39 +442,28 @@ FK_DEFINE_MAPS(float, f)
  * input checks: integer arithmetic on the bits vectorises, where a float test
  * or sum would need -ffast-math or raise numpy's overflow warnings.
  * (~b & e) - 1 has its top bit set exactly when ~b & e is 0 (it is below
- * 2^63 otherwise); the flags are OR-ed over blocks of 64 values and the scan
- * stops at the first block with one. */
-FK_CLONES static int fk_any_nonfinite_d(const double *x, ptrdiff_t n)
-{
-    const uint64_t e = 0x7ff0000000000000ULL;
-    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
-        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;
-        uint64_t bad = 0;
-        for (ptrdiff_t j = 0; j < m; j++) {
-            uint64_t b;
-            memcpy(&b, x + j0 + j, 8);
-            bad |= ((~b & e) - 1) >> 63;
-        }
-        if (bad) return 1;
-    }
-    return 0;
+ * the top bit otherwise); the flags are OR-ed over blocks of 64 values and
+ * the scan stops at the first block with one.  One definition per precision
+ * T, suffix S, unsigned integer U of T's width and exponent mask E. */
+#define FK_DEFINE_NONFINITE(T, S, U, E)                                             \
+FK_CLONES static int fk_any_nonfinite_##S(const T *x, ptrdiff_t n)                  \
+{                                                                                   \
+    const U e = (E);                                                                \
+    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {                                      \
+        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;                                    \
+        U bad = 0;                                                                  \
+        for (ptrdiff_t j = 0; j < m; j++) {                                         \
+            U b;                                                                    \
+            memcpy(&b, x + j0 + j, sizeof b);                                       \
+            bad |= ((~b & e) - 1) >> (8 * sizeof b - 1);                            \
+        }                                                                           \
+        if (bad) return 1;                                                          \
+    }                                                                               \
+    return 0;                                                                       \
 }
 
-FK_CLONES static int fk_any_nonfinite_f(const float *x, ptrdiff_t n)
-{
-    const uint32_t e = 0x7f800000U;
-    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {
-        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;
-        uint32_t bad = 0;
-        for (ptrdiff_t j = 0; j < m; j++) {
-            uint32_t b;
-            memcpy(&b, x + j0 + j, 4);
-            bad |= ((~b & e) - 1) >> 31;
-        }
-        if (bad) return 1;
-    }
-    return 0;
-}
+FK_DEFINE_NONFINITE(double, d, uint64_t, 0x7ff0000000000000ULL)
+FK_DEFINE_NONFINITE(float, f, uint32_t, 0x7f800000U)
 
 /* The compiled kernels, one line each: id, the registry's name of the compiled
  * map (fastkern/_registry.py), and the geometry the tile loops compute before
