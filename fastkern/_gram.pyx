@@ -842,24 +842,12 @@ def gram(const floating[:, ::1] X, const floating[:, ::1] Y, floating[:, ::1] ou
 
 cdef void _upper_sq_dists(const double *X, Py_ssize_t n, Py_ssize_t d, double *out,
                           Py_ssize_t i0, Py_ssize_t i1, int n_threads) noexcept nogil:
-    cdef Py_ssize_t i, j, k, k1, base
-    cdef double s, c, t
+    cdef Py_ssize_t i, j, base
     for i in prange(i0, i1, num_threads=n_threads, schedule='dynamic'):
         # Row i's pairs (i, j > i) start at i n - i (i + 1) / 2 in pdist's order.
         base = i * n - (i * (i + 1)) // 2 - i - 1
         for j in range(i + 1, n):
-            s = 0.0
-            k = 0
-            while k < d:
-                # 32-feature chunks summed apart, as the direct path's.
-                k1 = min(k + 32, d)
-                c = 0.0
-                while k < k1:
-                    t = X[i * d + k] - X[j * d + k]
-                    c = c + t * t
-                    k = k + 1
-                s = s + c
-            out[base + j] = s
+            out[base + j] = _sqdist(X + i * d, X + j * d, d)
 
 
 def upper_sq_dists(const double[:, ::1] X, double[::1] out, int n_threads):
