@@ -9,7 +9,7 @@ off as in the release build: with boundscheck on, a negative index then raises
 IndexError instead of silently wrapping, so the debug build reports the
 negative indices the release build would get wrong.
 FASTKERN_QUICK_BUILD=1 compiles at -O0, for builds that check that the code
-builds and gives the right results, not its speed (CI's serial, floors and debug builds):
+builds and gives the right results, not its speed (CI's serial and floors builds):
 on a 2-core machine it compiles in about a quarter of the time of -O3.
 """
 import glob
