@@ -71,6 +71,14 @@ def saved(tmp_path_factory):
     return get
 
 
+def test_every_standalone_script_is_run_here():
+    """test_benchmarks_run leaves the quick runs of the scripts whose pytest
+    test is _standalone.pytest_run to this module: each must be in SCRIPTS."""
+    standalone = {p.name for p in BENCH.glob("bench_*.py")
+                  if "S.pytest_run(" in p.read_text(encoding="utf-8")}
+    assert standalone == set(SCRIPTS)
+
+
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))
 @pytest.mark.slow
 def test_quick_run_saves_its_results(script, saved):

@@ -19,11 +19,19 @@ from _harness import measuring, tasks  # noqa: E402
 # took 9 minutes (two Rscript starts per case), and a group of four files
 # ran past a shared 600 s.
 _BENCH_FILES = sorted(p.name for p in BENCH_DIR.glob("bench_*.py"))
+# The stand-alone scripts: their one pytest test hands main() to
+# _standalone.pytest_run.  test_bench_issue22 runs each as a script with
+# --quick and checks what it saves; running the same quick run again through
+# pytest here added half a minute of CPU, so their wrappers are run below
+# over a stub main() instead.
+_STANDALONE = sorted(name for name in _BENCH_FILES
+                     if "S.pytest_run(" in (BENCH_DIR / name).read_text(encoding="utf-8"))
+_QUICK_RUNS = [name for name in _BENCH_FILES if name not in _STANDALONE]
 # Seconds before a file's quick run counts as hung.
 _DEADLINE = 1200
 
 
-@pytest.mark.parametrize("name", _BENCH_FILES, ids=[f[:-3] for f in _BENCH_FILES])
+@pytest.mark.parametrize("name", _QUICK_RUNS, ids=[f[:-3] for f in _QUICK_RUNS])
 @pytest.mark.slow
 def test_benchmarks_run_quick(tmp_path, name):
     pytest.importorskip("pytest_benchmark")
@@ -45,6 +53,57 @@ def test_benchmarks_run_quick(tmp_path, name):
         # the naive loop at the smallest size).
         passed = re.search(r"(\d+) passed", tail)
         assert passed and int(passed.group(1)) >= 40, tail
+
+
+class _OneRound:
+    """pytest-benchmark's fixture as far as pytest_run uses it."""
+
+    def __init__(self):
+        self.extra_info = {}
+        self.calls = 0
+
+    def pedantic(self, fn, rounds, iterations, warmup_rounds):
+        assert (rounds, iterations, warmup_rounds) == (1, 1, 0)
+        self.calls += 1
+        return fn()
+
+
+@pytest.mark.parametrize("name", _STANDALONE, ids=[f[:-3] for f in _STANDALONE])
+@pytest.mark.parametrize("benchmark_only, quick_env, full", [
+    (False, None, False),        # a plain pytest run: the --quick sizes
+    (True, "1", False),          # --benchmark-only with FASTKERN_BENCH_QUICK
+    (True, None, True),          # a deliberate performance run: full size, targets asserted
+])
+def test_standalone_wrapper_runs_main_once(name, benchmark_only, quick_env, full, tmp_path,
+                                           monkeypatch):
+    import importlib
+
+    for var in ("FASTKERN_BENCH_QUICK", "FASTKERN_BENCH_SCALE"):
+        monkeypatch.delenv(var, raising=False)
+    if quick_env:
+        monkeypatch.setenv("FASTKERN_BENCH_QUICK", quick_env)
+    module = importlib.import_module(name[:-3])
+    wrapper = getattr(module, "test_" + name[len("bench_"):-3])
+    argvs, misses = [], []
+    monkeypatch.setattr(module, "main", lambda argv: argvs.append(argv) or {"results": [{}]})
+    monkeypatch.setattr(module, "missed", lambda doc: list(misses))
+    bench = _OneRound()
+    wrapper(benchmark=bench, benchmark_only=benchmark_only, tmp_path=tmp_path)
+    expected = ["--json", str(tmp_path / "result.json")] + ([] if full else ["--quick"])
+    assert argvs == [expected] and bench.calls == 1
+    assert bench.extra_info == {"full_size": full, "targets_missed": []}
+    # A missed target fails only the full-size run; a run that measured
+    # nothing fails either way.
+    misses.append("KernelPCA N=200: 1.5x, target 2x")
+    if full:
+        with pytest.raises(AssertionError, match="KernelPCA N=200"):
+            wrapper(benchmark=_OneRound(), benchmark_only=benchmark_only, tmp_path=tmp_path)
+    else:
+        wrapper(benchmark=_OneRound(), benchmark_only=benchmark_only, tmp_path=tmp_path)
+    misses.clear()
+    monkeypatch.setattr(module, "main", lambda argv: {"results": []})
+    with pytest.raises(AssertionError, match="no measurement"):
+        wrapper(benchmark=_OneRound(), benchmark_only=benchmark_only, tmp_path=tmp_path)
 
 
 # ---------------------------------------------------------------- the harness itself
