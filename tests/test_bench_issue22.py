@@ -56,9 +56,16 @@ def run_quick(script, path, *extra):
     return out.stdout
 
 
+# Every test of `saved` is slow (a script's quick run in a subprocess) and in
+# one xdist group: under --dist loadgroup (CI's slow tier) one worker runs
+# them all, so each script's quick run is made once, not once per worker.
+def _saved_tests(fn):
+    return pytest.mark.slow(pytest.mark.xdist_group("bench_issue22_saved")(fn))
+
+
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """saved(script) -> (path of its --quick JSON, its stdout); each script runs once."""
+    """saved(script) -> (path of its --quick JSON, its stdout); each script runs once per process."""
     folder = tmp_path_factory.mktemp("bench_issue22")
     done = {}
 
@@ -80,7 +87,7 @@ def test_every_standalone_script_is_run_here():
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))
-@pytest.mark.slow
+@_saved_tests
 def test_quick_run_saves_its_results(script, saved):
     name, row_keys = SCRIPTS[script]
     path, stdout = saved(script)
@@ -100,6 +107,7 @@ def test_quick_run_saves_its_results(script, saved):
                 assert value > 0, (key, row)
 
 
+@_saved_tests
 def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
     rows = json.loads(saved("bench_sizes.py")[0].read_text())["results"]
     assert {r["task"] for r in rows} == {"kpca", "ridge", "rbf", "kpca_auto"}
@@ -116,6 +124,7 @@ def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
             assert 0 < low <= r["paired_ratio"] <= high
 
 
+@_saved_tests
 def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
     rows = json.loads(saved("bench_threads.py")[0].read_text())["results"]
     kpca = [r for r in rows if r["task"] == "kpca"]
@@ -241,7 +250,7 @@ def test_bad_arguments_are_refused(tmp_path):
         assert not (tmp_path / "x.json").exists()
 
 
-@pytest.mark.slow
+@_saved_tests
 def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
     """make_plots reads every script's saved document beside the suite's."""
     pytest.importorskip("matplotlib")
@@ -265,6 +274,7 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
         assert any(n.startswith(stem) for n in names), (stem, names)
 
 
+@_saved_tests
 def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, tmp_path):
     """The --large-n run of bench_threads.py is made apart from the short one:
     a newer short run must not hide it, and its section shows the matrix-free
