@@ -873,8 +873,9 @@ def test_kernel_matrix_reports_its_fraction_to_the_bar(solver):
 
         def stage(self, name):
             self.stages.append(name)
-            # LAPACK's eigh of the 6000 x 6000 Gram, one call that reports
-            # nothing, took 20 s: the fit ends where it would start.
+            # LAPACK's eigh of the 6000 x 6000 Gram is one call that reports
+            # nothing and takes most of the fit: the fit ends where it would
+            # start.
             if name == "eigensolver (dense)":
                 raise Stop
 

@@ -581,8 +581,8 @@ def test_dense_eigensolvers_stop_on_ctrl_c(solver, monkeypatch):
         call = lambda: fastkern.KernelRidgeCV(kernel="rbf").fit(X, Y[:, 0])  # noqa: E731
         before = (fastkern.KernelRidgeCV, "_gram")
     else:
-        # 1800 rows: eigh took 6 s here, against 18 s at 2500, all of it
-        # waited for after the interrupt.
+        # 1800 rows: the eigh still runs for seconds, and the test waits for
+        # all of it after the interrupt (about a third of 2500 rows' time).
         call = lambda: fastkern.KernelPCA(1700, kernel="rbf",  # noqa: E731
                                           eigen_solver="dense").fit(X[:1800])
         before = (centering.KernelCenterer, "_fit_transform_checked")
