@@ -1,6 +1,7 @@
 """Smoke test of the stand-alone benchmark scripts of issue 22: each runs with
 --quick in a subprocess and saves a JSON document that
 docs/benchmarks/make_plots.py can read.  No timing is asserted."""
+import contextlib
 import importlib
 import json
 import os
@@ -56,24 +57,49 @@ def run_quick(script, path, *extra):
     return out.stdout
 
 
-# Every test of `saved` is slow (a script's quick run in a subprocess) and in
-# one xdist group: under --dist loadgroup (CI's slow tier) one worker runs
-# them all, so each script's quick run is made once, not once per worker.
-def _saved_tests(fn):
-    return pytest.mark.slow(pytest.mark.xdist_group("bench_issue22_saved")(fn))
+# script -> (path of its --quick JSON, its stdout), kept by the process: a
+# module-scoped fixture is torn down whenever a pytest-xdist worker's queue
+# runs dry, and the scripts then ran again for the next reader.
+_SAVED = {}
 
 
-@pytest.fixture(scope="module")
+@contextlib.contextmanager
+def _locked(path):
+    """An exclusive lock on `path` across processes (none where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture
 def saved(tmp_path_factory):
-    """saved(script) -> (path of its --quick JSON, its stdout); each script runs once per process."""
-    folder = tmp_path_factory.mktemp("bench_issue22")
-    done = {}
+    """saved(script) -> (path of its --quick JSON, its stdout).
+
+    Each script runs once per test session: pytest-xdist's workers share the
+    parent of their base temporary folders, and the first to need a script
+    runs it there while the others wait for its result.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bench_issue22"
+    shared.mkdir(exist_ok=True)
 
     def get(script):
-        if script not in done:
-            path = folder / f"{SCRIPTS[script][0]}.json"
-            done[script] = (path, run_quick(script, path))
-        return done[script]
+        if script not in _SAVED:
+            path = shared / f"{SCRIPTS[script][0]}.json"
+            out = path.with_suffix(".stdout")
+            with _locked(path.with_suffix(".lock")):
+                if not out.exists():
+                    out.write_text(run_quick(script, path))
+            _SAVED[script] = (path, out.read_text())
+        return _SAVED[script]
 
     return get
 
@@ -87,7 +113,7 @@ def test_every_standalone_script_is_run_here():
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))
-@_saved_tests
+@pytest.mark.slow
 def test_quick_run_saves_its_results(script, saved):
     name, row_keys = SCRIPTS[script]
     path, stdout = saved(script)
@@ -107,7 +133,7 @@ def test_quick_run_saves_its_results(script, saved):
                 assert value > 0, (key, row)
 
 
-@_saved_tests
+@pytest.mark.slow
 def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
     rows = json.loads(saved("bench_sizes.py")[0].read_text())["results"]
     assert {r["task"] for r in rows} == {"kpca", "ridge", "rbf", "kpca_auto"}
@@ -124,7 +150,7 @@ def test_sizes_rows_cover_each_task_and_the_auto_grid(saved):
             assert 0 < low <= r["paired_ratio"] <= high
 
 
-@_saved_tests
+@pytest.mark.slow
 def test_threads_splits_each_kernel_pca_fit_by_stage(saved):
     rows = json.loads(saved("bench_threads.py")[0].read_text())["results"]
     kpca = [r for r in rows if r["task"] == "kpca"]
@@ -250,7 +276,7 @@ def test_bad_arguments_are_refused(tmp_path):
         assert not (tmp_path / "x.json").exists()
 
 
-@_saved_tests
+@pytest.mark.slow
 def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
     """make_plots reads every script's saved document beside the suite's."""
     pytest.importorskip("matplotlib")
@@ -274,7 +300,7 @@ def test_saved_results_draw_on_the_benchmarks_page(saved, tmp_path):
         assert any(n.startswith(stem) for n in names), (stem, names)
 
 
-@_saved_tests
+@pytest.mark.slow
 def test_a_large_n_thread_run_keeps_its_section_beside_a_newer_short_run(saved, tmp_path):
     """The --large-n run of bench_threads.py is made apart from the short one:
     a newer short run must not hide it, and its section shows the matrix-free
