@@ -2,7 +2,9 @@
 
 Importing this module from a test module skips that module where there is
 no such checkout (tests run against an installed package), and otherwise
-makes ``import _harness`` work.
+makes ``import _harness`` work.  STANDALONE_SCRIPTS names the stand-alone
+benchmark scripts: those whose one pytest test hands main() to
+_standalone.pytest_run.
 """
 import pathlib
 import sys
@@ -15,3 +17,7 @@ if not (BENCH_DIR / "_harness" / "__init__.py").exists():
                 allow_module_level=True)
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
+
+STANDALONE_SCRIPTS = sorted(
+    p.name for p in BENCH_DIR.glob("bench_*.py")
+    if "S.pytest_run(" in p.read_text(encoding="utf-8"))

@@ -57,12 +57,6 @@ def run_quick(script, path, *extra):
     return out.stdout
 
 
-# script -> (path of its --quick JSON, its stdout), kept by the process: a
-# module-scoped fixture is torn down whenever a pytest-xdist worker's queue
-# runs dry, and the scripts then ran again for the next reader.
-_SAVED = {}
-
-
 @contextlib.contextmanager
 def _locked(path):
     """An exclusive lock on `path` across processes (none where fcntl is missing)."""
@@ -83,23 +77,23 @@ def _locked(path):
 def saved(tmp_path_factory):
     """saved(script) -> (path of its --quick JSON, its stdout).
 
-    Each script runs once per test session: pytest-xdist's workers share the
-    parent of their base temporary folders, and the first to need a script
-    runs it there while the others wait for its result.
+    Each script runs once per test session, its result kept in files: a
+    module-scoped fixture is torn down whenever a pytest-xdist worker's
+    queue runs dry, and the scripts then ran again for the next reader.
+    The workers share the parent of their base temporary folders, and the
+    first to need a script runs it there while the others wait for it.
     """
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "bench_issue22"
     shared.mkdir(exist_ok=True)
 
     def get(script):
-        if script not in _SAVED:
-            path = shared / f"{SCRIPTS[script][0]}.json"
-            out = path.with_suffix(".stdout")
-            with _locked(path.with_suffix(".lock")):
-                if not out.exists():
-                    out.write_text(run_quick(script, path))
-            _SAVED[script] = (path, out.read_text())
-        return _SAVED[script]
+        path = shared / f"{SCRIPTS[script][0]}.json"
+        out = path.with_suffix(".stdout")
+        with _locked(path.with_suffix(".lock")):
+            if not out.exists():
+                out.write_text(run_quick(script, path))
+        return path, out.read_text()
 
     return get
 
@@ -107,9 +101,9 @@ def saved(tmp_path_factory):
 def test_every_standalone_script_is_run_here():
     """test_benchmarks_run leaves the quick runs of the scripts whose pytest
     test is _standalone.pytest_run to this module: each must be in SCRIPTS."""
-    standalone = {p.name for p in BENCH.glob("bench_*.py")
-                  if "S.pytest_run(" in p.read_text(encoding="utf-8")}
-    assert standalone == set(SCRIPTS)
+    from harness_checkout import STANDALONE_SCRIPTS
+
+    assert set(STANDALONE_SCRIPTS) == set(SCRIPTS)
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS), ids=sorted(SCRIPTS))

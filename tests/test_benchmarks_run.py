@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from harness_checkout import BENCH_DIR  # skips outside a source checkout
+from harness_checkout import BENCH_DIR, STANDALONE_SCRIPTS  # skips outside a source checkout
 
 import _harness as _bench  # noqa: E402
 from _harness import measuring, tasks  # noqa: E402
@@ -19,14 +19,11 @@ from _harness import measuring, tasks  # noqa: E402
 # took 9 minutes (two Rscript starts per case), and a group of four files
 # ran past a shared 600 s.
 _BENCH_FILES = sorted(p.name for p in BENCH_DIR.glob("bench_*.py"))
-# The stand-alone scripts: their one pytest test hands main() to
-# _standalone.pytest_run.  test_bench_issue22 runs each as a script with
-# --quick and checks what it saves; running the same quick run again through
-# pytest here added half a minute of CPU, so their wrappers are run below
-# over a stub main() instead.
-_STANDALONE = sorted(name for name in _BENCH_FILES
-                     if "S.pytest_run(" in (BENCH_DIR / name).read_text(encoding="utf-8"))
-_QUICK_RUNS = [name for name in _BENCH_FILES if name not in _STANDALONE]
+# test_bench_issue22 runs each stand-alone script as a script with --quick
+# and checks what it saves; running the same quick run again through pytest
+# here added half a minute of CPU, so their wrappers are run below over a
+# stub main() instead.
+_QUICK_RUNS = [name for name in _BENCH_FILES if name not in STANDALONE_SCRIPTS]
 # Seconds before a file's quick run counts as hung.
 _DEADLINE = 1200
 
@@ -68,7 +65,7 @@ class _OneRound:
         return fn()
 
 
-@pytest.mark.parametrize("name", _STANDALONE, ids=[f[:-3] for f in _STANDALONE])
+@pytest.mark.parametrize("name", STANDALONE_SCRIPTS, ids=[f[:-3] for f in STANDALONE_SCRIPTS])
 @pytest.mark.parametrize("benchmark_only, quick_env, full", [
     (False, None, False),        # a plain pytest run: the --quick sizes
     (True, "1", False),          # --benchmark-only with FASTKERN_BENCH_QUICK
