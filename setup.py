@@ -99,14 +99,10 @@ def openmp_flags(compiler, kind):
 # -O3 so GCC vectorises the kernel maps; no -march=native / -ffast-math: the
 # wheel must run on any CPU of its architecture and keep IEEE semantics (SIMD
 # paths are picked at run time with target_clones in src/fk_maps.h).
-# -g0 drops the DWARF debug information Python's own CFLAGS ask for (-g): it
-# made each object several times larger and its compile slower, and the
-# symbol table, which names the functions in a backtrace, stays.  The debug
-# build keeps -g.
 OPT_FLAGS = {
     "msvc": ["/O2"],
-    "gcc": ["-O3", "-fno-math-errno", "-fno-trapping-math", "-g0"],
-    "clang": ["-O3", "-fno-math-errno", "-fno-trapping-math", "-g0"],
+    "gcc": ["-O3", "-fno-math-errno", "-fno-trapping-math"],
+    "clang": ["-O3", "-fno-math-errno", "-fno-trapping-math"],
 }
 
 
@@ -130,7 +126,13 @@ class BuildExt(build_ext):
         elif _debug_cython() and kind != "msvc":
             # The debug build checks indices, not speed: -O1 compiles in about
             # half the time of -O3 (CI builds it beside the release build).
-            opt = ["-O1"] + [flag for flag in opt[1:] if flag != "-g0"]
+            opt = ["-O1"] + opt[1:]
+        if not _debug_cython() and kind != "msvc":
+            # -g0 drops the DWARF debug information Python's own CFLAGS ask
+            # for (-g): it made each object several times larger and its
+            # compile slower, and the symbol table, which names the functions
+            # in a backtrace, stays.  The debug build keeps -g.
+            opt = opt + ["-g0"]
         for ext in self.extensions:
             ext.extra_compile_args = opt + omp_c + ext.extra_compile_args
             ext.extra_link_args = omp_l + ext.extra_link_args
