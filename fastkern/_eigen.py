@@ -33,8 +33,8 @@ from fastkern.pairwise import PackedUpperGram
 from fastkern._validation import check_int, check_n_threads
 
 __all__ = ["block_eigsh", "column_signs", "interruptible", "krylov_basis", "lanczos_basis_size",
-           "lanczos_eigsh", "one_triangle_product", "randomized_eigsh", "symmetric_product",
-           "top_eigh"]
+           "lanczos_eigsh", "missed_values", "one_triangle_product", "probe_steps",
+           "randomized_eigsh", "rounding_floor", "symmetric_product", "top_eigh"]
 
 # Below this many unknowns, or when the Krylov basis would not be much smaller
 # than n, forming A column block by column block and calling LAPACK is cheaper
@@ -209,19 +209,27 @@ def _arpack_top(a, k, lower):
     ``lower``), ascending, from ARPACK at full precision; None when k >= n - 1
     (ARPACK's limit) or it did not converge within ``_FALLBACK_RESTARTS``."""
     n = a.shape[0]
-    if k >= n - 1:
+    # One pair more than asked, for the probe (missed_values).
+    if k + 1 >= n - 1:
         return None
     op = one_triangle_product(a, lower)
     # A fixed start: the same pairs on every run.
     v0 = np.random.RandomState(0).uniform(-1, 1, n).astype(a.dtype)
     try:
         with scipy_blas_serial():
-            w, v = seeded_eigsh(op, k, which="LA", v0=v0, ncv=min(n, max(2 * k + 1, k + 25)),
+            w, v = seeded_eigsh(op, k + 1, which="LA", v0=v0,
+                                ncv=min(n, max(2 * k + 3, k + 26)),
                                 maxiter=_FALLBACK_RESTARTS, rng=0)
     except ArpackNoConvergence:
         return None
     order = np.argsort(w)
-    return w[order], np.asfortranarray(v[:, order])
+    w, v = w[order], v[:, order]
+    # This path serves clustered tops: a missed copy sends it to syev.  The
+    # probe reads a's upper triangle (a.T's lower); a is symmetric here.
+    if missed_values(np.ascontiguousarray(a.T), w, v, 0,
+                     psd=bool(np.min(np.diagonal(a)) >= 0)):
+        return None
+    return w[1:], np.asfortranarray(v[:, 1:])
 
 
 def one_triangle_product(a, lower):
@@ -299,13 +307,54 @@ def symmetric_product(K, x, n_threads=1):
     return _lanczos.product(K, x, n_threads)
 
 
+# lanczos_eigsh's probe for eigenvalues its Krylov space cannot hold.  From
+# one start vector, a Krylov space holds one direction of each eigenspace
+# (in exact arithmetic): a repeated top eigenvalue's other copies are missed
+# until rounding brings them in, and the convergence check can pass without
+# them.  The probe is a Lanczos run from a random direction orthogonal to
+# the k converged Ritz vectors, on K projected on their complement: there a
+# missed copy keeps its value (>= the k-th), and every other value is at
+# most the (k+1)-th.  The probe runs as many steps as the Chebyshev bound
+# of Lanczos's convergence (Saad, "Numerical Methods for Large Eigenvalue
+# Problems", 6.6) needs for a missed copy's Ritz value to pass the midpoint
+# between the k-th and (k+1)-th values, for every start but a fraction
+# _PROBE_FAILURE of random ones.  A probe that passes it, or values the
+# bound cannot separate in _PROBE_MAX_STEPS, send the caller to a block
+# solver.
+_PROBE_FAILURE = 1e-4
+_PROBE_MIN_STEPS = 4
+_PROBE_MAX_STEPS = 60
+# Ritz pairs beyond 2k the probe may lock with a cluster around the k-th.
+_PROBE_CLUSTER = 10
+
+
+def probe_steps(n, top, following, lowest, largest=None):
+    """Steps of lanczos_eigsh's probe (see _PROBE_FAILURE) on an n x n matrix whose
+    k-th value is ``top``, the largest ``largest`` (None: top), the value the
+    probe's complement holds apart from missed ones at most ``following``, and
+    the least at least ``lowest``; None where the bound needs more than
+    _PROBE_MAX_STEPS."""
+    if not lowest <= following < top:
+        return None
+    largest = top if largest is None else max(top, largest)
+    gap = top - following
+    gamma = gap / max(following - lowest, np.finfo(np.float64).tiny)
+    # A random unit start has weight below _PROBE_FAILURE / sqrt(n) on a given
+    # direction with probability below _PROBE_FAILURE: tan^2 of its angle is
+    # then at most n / _PROBE_FAILURE^2.  The Ritz value's shortfall, at
+    # most (largest - lowest) tan^2 / T_{s-1}(1 + 2 gamma)^2, must stay under gap / 2.
+    target = math.sqrt(2 * (largest - lowest) * n / gap) / _PROBE_FAILURE
+    steps = 1 + math.ceil(math.acosh(target) / math.acosh(1 + 2 * gamma))
+    return None if steps > _PROBE_MAX_STEPS else max(_PROBE_MIN_STEPS, steps)
+
+
 def lanczos_basis_size(n, k):
     """The basis lanczos_eigsh keeps for k pairs of an n x n matrix (ncv=None)."""
     return min(n, max(2 * k + 1, k + LANCZOS_EXTRA_VECTORS))
 
 
 def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_state=None,
-                  callback=None, centred=False, n_threads=1):
+                  callback=None, centred=False, n_threads=1, probe=True):
     """The k largest eigenpairs of the symmetric K, ascending, as scipy's eigsh(which="LA").
 
     K: a C-contiguous float32 or float64 n x n array of which only the lower
@@ -332,9 +381,14 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     float64 products from LANCZOS_THREADED_ROWS rows (at most
     ``_lanczos.PRODUCT_BLOCKS``); the result is the same for any count.
 
+    probe: after convergence, look for values the single start vector's
+    Krylov space missed (copies of a repeated eigenvalue; see
+    _PROBE_FAILURE).
+
     Returns (eigenvalues, eigenvectors, residuals): the residual estimates
     relative to max(eps^(2/3), |theta|), all <= tol unless max_iter restarts
-    ended the iteration first.
+    ended the iteration first; all infinite where the probe found, or could
+    not rule out, a missed value (the pairs may then not be the top k).
     """
     n = K.shape[0]
     dtype = K.dtype
@@ -356,9 +410,11 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     max_iter = 10 * n if max_iter is None else max_iter
     n_threads = min(check_n_threads(n_threads), _lanczos.PRODUCT_BLOCKS)
     rng = check_random_state(random_state)
-    V = np.empty((m + 1, n), dtype)
-    H = np.zeros((m, m + 1), dtype)
-    scratch = np.empty(max(m, n) if centred else m, dtype)
+    # Room for the probe's steps after the locked vectors.
+    room = max(m, min(n - 1, m + _PROBE_MAX_STEPS))
+    V = np.empty((room + 1, n), dtype)
+    H = np.zeros((room, room + 1), dtype)
+    scratch = np.empty(max(room, n) if centred else room, dtype)
     norm = np.zeros(1, dtype)
     acc = (np.empty((_lanczos.PRODUCT_BLOCKS, n))
            if packed or (dtype == np.float64 and n >= LANCZOS_THREADED_ROWS) else None)
@@ -441,6 +497,12 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             relative = bounds / scale
         if callback is not None:
             callback(j, ratio * tol)
+        if probe and ratio <= 1 and j < n - centred:
+            vectors = V[:j].T @ Y.astype(dtype, copy=False)
+            if _missed_copies(H, V, j, k, theta, Y, restarts, norm[0], scratch, centred, rng,
+                              operand, breakdown, acc, n_threads, row_start):
+                relative = np.full(k, np.inf)
+            return theta, vectors, relative
         if ratio <= 1 or (j == m and restarts >= max_iter):
             return theta, V[:j].T @ Y.astype(dtype, copy=False), relative
         if j == m:
@@ -464,6 +526,116 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             step = max(gap(j), math.ceil(j / 4))
         last = (j, ratio)
         stop = min(m, j + max(1, step))
+
+
+def _missed_copies(H, V, j, k, theta, Y, restarts, norm, scratch, centred, rng, operand,
+                   breakdown, acc, n_threads, row_start):
+    """Whether lanczos_eigsh's probe (see _PROBE_FAILURE) finds, or cannot rule
+    out, a value of K that the basis V[:j] missed, theta and Y its k converged
+    Ritz pairs in the basis.  Overwrites V and H."""
+    n = V.shape[1]
+    top = float(np.min(theta))
+    if not top > breakdown * norm:
+        # The k-th value is 0 to the rounding of a product (a centred Gram's
+        # values are >= 0): so is every value below it.
+        return False
+    # The top Ritz pairs of the basis, descending, with their residual bounds
+    # (an eigenvalue lies within its bound of a Ritz value).
+    count = min(j, 2 * k + _PROBE_CLUSTER)
+    w, Z = _top_pairs(H, j, count, tridiagonal=not restarts)
+    w, Z = w[::-1], Z[:, ::-1]
+    bounds = np.abs(H[j - 1, j] * Z[j - 1]) if j < n else np.zeros(count)
+    # The probe locks the top r >= k pairs.  Orthogonal to them, K's values
+    # are at most the (r+1)-th, raised by the locked vectors' error (their
+    # angle to the invariant subspace, at most their residuals over the gap
+    # to the (r+1)-th, squared, times the largest value), apart from missed
+    # copies of the top r.  The r whose bound lies furthest below the k-th
+    # value needs the fewest steps: a cluster around the k-th is locked whole.
+    lowest = 0.0 if np.min(np.diagonal(H[:j, :j])) >= 0 else -norm
+    r = np.arange(k, count - 1)
+    gap = w[r - 1] - bounds[r - 1] - w[r] - bounds[r]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        following = (w[r] + bounds[r]
+                     + np.cumsum(bounds ** 2)[r - 1] / gap ** 2 * max(abs(w[0]), abs(lowest)))
+    following[~(gap > 0)] = np.inf
+    if not following.size or not np.min(following) < top:
+        return True
+    best = int(np.argmin(following))
+    r, following = int(r[best]), float(following[best])
+    steps = probe_steps(n, top, following, lowest, largest=float(w[0]))
+    if steps is None:
+        return True
+    V[:r] = Z[:, :r].T.astype(V.dtype, copy=False) @ V[:j]
+    return _probe(V, H, r, steps, (top + following) / 2, scratch, centred, rng, operand,
+                  breakdown, norm, acc, n_threads, row_start)
+
+
+def _probe(V, H, k, steps, threshold, scratch, centred, rng, operand, breakdown, norm,
+           acc=None, n_threads=1, row_start=None):
+    """The probe's steps (see _PROBE_FAILURE) from a random direction orthogonal
+    to V's first k rows, the locked Ritz vectors: whether its largest Ritz
+    value passes threshold.  Overwrites V[k:] and H[k:]."""
+    n = V.shape[1]
+    steps = min(steps, V.shape[0] - 1 - k, n - centred - k)
+    if steps <= 0:
+        return False
+    _lanczos.new_direction(V, k, rng.uniform(-1, 1, n), scratch, centred)
+    step, end = k, k + steps
+    norm_buf = np.array([norm], dtype=V.dtype)
+    while True:
+        reached = _lanczos.expand(operand, V, H, scratch, step, end, breakdown, norm_buf,
+                                  centred, acc, n_threads, row_start)
+        if reached == end:
+            break
+        # The complement holds an invariant subspace: the probe goes on outside it.
+        H[reached, reached + 1] = 0
+        step = reached + 1
+        if step == end:
+            break
+        _lanczos.new_direction(V, step, rng.uniform(-1, 1, n), scratch, centred)
+    # The probe's projections on the locked vectors are the rounding of their
+    # residuals; among themselves its vectors form a Lanczos tridiagonal.
+    d = np.array(np.diagonal(H[k:end, k:end]), dtype=np.float64)
+    e = np.array(np.diagonal(H[k:end - 1, k + 1:end]), dtype=np.float64)
+    # stemr overwrites e (its last entry is workspace).
+    e = np.append(e, 0.0)
+    count, found, _, info = linalg.lapack.dstemr(d, e, 2, 0.0, 0.0, steps, steps, compute_v=0)
+    if info != 0 or count != 1:
+        found = linalg.eigvalsh_tridiagonal(d, e[:-1], select="i",
+                                            select_range=(steps - 1, steps - 1))
+    return bool(found[0] > threshold)
+
+
+def missed_values(K, w, v, rng, psd=True):
+    """Whether the probe of lanczos_eigsh (see _PROBE_FAILURE) finds, or cannot
+    rule out, a value a single-vector solver (ARPACK) missed.
+
+    K: the symmetric C-contiguous float32 or float64 matrix, its lower
+    triangle read; w, v: the solver's k + 1 largest pairs, ascending, the
+    first the (k+1)-th; psd: whether K's values are >= 0.
+    """
+    n = K.shape[0]
+    k = w.size - 1
+    top = float(w[1])
+    breakdown = math.sqrt(n) * float(np.finfo(K.dtype).eps)
+    if not top > breakdown * float(np.max(np.abs(w))):
+        # 0 to the rounding of a product, as every value below it.
+        return False
+    x = np.ascontiguousarray(v[:, 0], dtype=K.dtype)
+    # K x from the triangle the probe reads (K.T is K's F-ordered view).
+    residual = linalg.blas.get_blas_funcs("symv", (K,))(1.0, K.T, x, lower=0) - w[0] * x
+    following = float(w[0]) + float(np.linalg.norm(residual))
+    norm = float(np.max(np.abs(w)))
+    steps = probe_steps(n, top, following, 0.0 if psd else -norm)
+    if steps is None:
+        return True
+    steps = min(steps, n - 1 - k)
+    V = np.empty((k + steps + 1, n), K.dtype)
+    H = np.zeros((k + steps, k + steps + 1), K.dtype)
+    V[:k] = v[:, 1:].T
+    with blas_limit(1):
+        return _probe(V, H, k, steps, (top + following) / 2, np.empty(k + steps, K.dtype),
+                      False, check_random_state(rng), K, breakdown, norm)
 
 
 def _top_pairs(H, j, l, tridiagonal=False):
@@ -569,9 +741,16 @@ def _apply(matmat, V, dtype, n):
     return np.asarray(W, dtype=np.float64)
 
 
+def rounding_floor(n, row_means):
+    """The rounding of a product with the centred Gram, as a residual norm: the
+    uncentred K has norm at least ||K 1|| / sqrt(n) = sqrt(n) ||row_means||, and
+    a product and its centring round to about sqrt(n) eps times that."""
+    return 4.0 * n * float(np.finfo(np.float64).eps) * float(np.linalg.norm(row_means))
+
+
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,
                 random_state=None, callback=None, v0=None, max_blocks=None, n_threads=None,
-                omp_products=False, matmat_blas=True, basis=None):
+                omp_products=False, matmat_blas=True, basis=None, floor=None):
     """Largest k eigenpairs of a symmetric positive semi-definite n x n operator.
 
     matmat(V) -> A @ V for V of shape (n, b) (C-contiguous, dtype) ; each call should read A once.
@@ -604,6 +783,12 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     against 0.252 s best of 10, 0.253 s against 0.269 s median).
     basis: the arrays of ``krylov_basis(n, block_size, max_blocks)`` to hold
     the basis and its products, instead of new ones (see there).
+    floor: None, or a callable giving (after the first product) the rounding
+    of matmat's products, as a residual norm: the target is at least it, and
+    the eigenvalues within it of 0 are returned as 0.  An operator that is a
+    difference of large terms (a centred Gram of nearly constant data: zero
+    but for rounding) otherwise has no eigenvalue the relative target can
+    resolve, and would run max_iter iterations.
 
     KernelPCA calls it eigen_solver="block_krylov" (formerly "lanczos", a
     misnomer: there is no three-term Lanczos recurrence and no tridiagonal
@@ -719,7 +904,7 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
     # 4.52 ms on one; the whole solve for 5 components, 0.238 s against
     # 0.246 s (best of 8, side by side; the products dominate).
     args = (matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter, callback,
-            tall_threads)
+            tall_threads, floor)
     if matmat_blas:
         return _iterate(*args, functools.partial(blas_limit, 1))
     with blas_limit(1):
@@ -727,7 +912,7 @@ def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, m
 
 
 def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter, callback,
-             tall_threads, serial):
+             tall_threads, floor, serial):
     """block_eigsh's iteration on the preallocated basis V and products W;
     serial() holds BLAS to one thread around the solver's own steps."""
     cols = max(p, start.shape[1])
@@ -767,7 +952,7 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
                 # the same steps.
                 scale = max(float(np.abs(theta).max()), float(np.finfo(float).tiny))
                 theta, S = theta[::-1], S[:, ::-1]
-                done = tol_eff * scale
+                done = tol_eff * scale if floor is None else max(tol_eff * scale, floor())
                 R, res = _residuals(V, W, cols, S, theta, 0, p, tall_threads)
                 if callback is not None:
                     callback(iteration, res[:k].copy())
@@ -816,7 +1001,10 @@ def _iterate(matmat, n, k, p, width, V, W, start, dtype, rng, tol_eff, max_iter,
         )
     with serial():
         Y = _matmul(V[:, :cols], np.ascontiguousarray(S[:, :k]), tall_threads)
-    return theta[:k].copy(), np.ascontiguousarray(Y)
+    values = theta[:k].copy()
+    if floor is not None:
+        values[np.abs(values) <= floor()] = 0.0
+    return values, np.ascontiguousarray(Y)
 
 
 def randomized_eigsh(A, k, *, n_oversamples=10, n_iter="auto", random_state=None):

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 from scipy import linalg, sparse
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import normalize
 from sklearn.utils.extmath import svd_flip
@@ -22,8 +23,9 @@ from sklearn.utils.validation import _check_psd_eigenvalues
 
 from fastkern import _registry
 from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
-                             lanczos_basis_size, lanczos_eigsh, one_triangle_product,
-                             randomized_eigsh, seeded_eigsh, symmetric_product,
+                             lanczos_basis_size, lanczos_eigsh, missed_values,
+                             one_triangle_product,
+                             randomized_eigsh, rounding_floor, seeded_eigsh, symmetric_product,
                              top_eigh)
 from fastkern._kernel_api import KernelSpec, gram_dtype
 from fastkern._linalg import solve_shifted_in_place
@@ -375,9 +377,28 @@ class Arpack(_CentredInPlace):
             # K's lower triangle, the upper one of its F-ordered K.T: the
             # triangle "dense" reads.
             A = one_triangle_product(K.T, lower=False)
-        with scipy_blas_serial():
-            return seeded_eigsh(A, k, which="LA", tol=est.tol, maxiter=est.max_iter, v0=v0,
-                                ncv=ncv, rng=rng)
+        # One pair more than asked: the (k+1)-th value bounds what the probe
+        # for missed copies of the top k may find (_eigen.missed_values).
+        extra = int(k + 1 < n - 1)
+        try:
+            with scipy_blas_serial():
+                w, v = seeded_eigsh(A, k + extra, which="LA", tol=est.tol,
+                                    maxiter=est.max_iter, v0=v0,
+                                    ncv=min(n, max(ncv, 2 * (k + extra) + 1)), rng=rng)
+        except ArpackError as error:
+            # A zero centred Gram (constant data) makes the start vector's
+            # product zero, which ARPACK reports as an error (-9); LAPACK
+            # returns its eigenvalues at once.
+            if isinstance(error, ArpackNoConvergence) or np.any(K):
+                raise
+            return Dense().solve(est, K, k, rebuild)
+        order = np.argsort(w)
+        w, v = w[order], v[:, order]
+        if extra and missed_values(K, w, v, rng, psd=bool(np.min(np.diagonal(K)) >= 0)):
+            # ARPACK's single start vector missed a copy of a repeated (or
+            # clustered) top value: LAPACK is exact.
+            return Dense().solve(est, K, k, rebuild)
+        return w[extra:], v[:, extra:]
 
 
 class ThickRestartLanczos(_CentredInPlace):
@@ -423,7 +444,13 @@ class ThickRestartLanczos(_CentredInPlace):
         def rebuild():
             return centerer.transform(full_gram(est, X), copy=False)
 
-        return self.solve(est, K, k, rebuild, centerer=centerer)
+        pairs = self.solve(est, K, k, rebuild, centerer=centerer)
+        if pairs is not None:
+            return pairs
+        # The probe found a value the Lanczos basis missed (a repeated or
+        # clustered k-th eigenvalue): the block solver holds k + 3 or more
+        # directions of every eigenspace, on the same uncentred K.
+        return SOLVERS["block_krylov"].eigenpairs(est, K, X, k, None, tol=_AUTO_KRYLOV_TOL)
 
     def solve(self, est, K, k, rebuild, centerer=None):
         """The pairs of the centred K, or with a centerer (eigenpairs) of K
@@ -468,7 +495,11 @@ class ThickRestartLanczos(_CentredInPlace):
             w = np.where(np.abs(w) <= floor, 0.0, w)
         if residuals.max() <= tol:
             return w, v
-        if est.max_iter is not None:
+        if np.isinf(residuals).any():
+            # The probe found a value the basis missed (lanczos_eigsh).
+            if centerer is not None:
+                return None
+        elif est.max_iter is not None:
             warnings.warn(f"thick_restart_lanczos did not converge in max_iter={est.max_iter} "
                           f"restarts: relative residual estimates {residuals} (tol={tol:g})",
                           ConvergenceWarning, stacklevel=2)
@@ -518,7 +549,7 @@ class BlockKrylov(_GramSolver):
                  else est.kernel_spec_.upper_gram(X, n_threads=est.n_threads))
         return full_gram(est, X) if K is None else K
 
-    def eigenpairs(self, est, K, X, k, basis):
+    def eigenpairs(self, est, K, X, k, basis, tol=None):
         centerer = est._centerer
         # A Gram computed here is symmetric (the tiles are mirrored, or equal
         # to rounding): its means come from the first block product, with no
@@ -529,14 +560,14 @@ class BlockKrylov(_GramSolver):
             op = CentredGram(K, row_means, centerer.K_fit_rows_, centerer.K_fit_all_)
         else:
             op = CentredGram(K, symmetric=True, n_threads=est.n_threads)
-        eigenpairs = self._iterate(est, op, k, basis)
+        eigenpairs = self._iterate(est, op, k, basis, tol)
         centerer._set_means(op.col_means, op.grand_mean)
         return eigenpairs
 
-    def _iterate(self, est, op, k, basis):
+    def _iterate(self, est, op, k, basis, tol=None):
         K = op.K
         n = K.shape[0]
-        tol = est.tol
+        tol = est.tol if tol is None else tol
         if tol == 0:
             tol = _AUTO_KRYLOV_TOL if est.eigen_solver == "auto" else 1e-10
 
@@ -559,7 +590,7 @@ class BlockKrylov(_GramSolver):
                                v0=v0, max_blocks=_KRYLOV_MAX_BLOCKS,
                                n_threads=est.n_threads, omp_products=True,
                                matmat_blas=op.uses_blas,
-                               basis=basis)
+                               basis=basis, floor=lambda: rounding_floor(n, op.col_means))
 
 
 class IncompleteCholesky(Solver):

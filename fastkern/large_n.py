@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import scipy.linalg
 
-from fastkern._eigen import block_eigsh, top_eigh
+from fastkern._eigen import block_eigsh, rounding_floor, top_eigh
 from fastkern._operator import KernelOperator
 from fastkern._progress import _PASS_LABEL, pass_label, report_iteration, reporting_progress, say
 
@@ -241,7 +241,8 @@ def matrix_free_eigenpairs(n, k, matmat, *, tol=0, max_iter=None, random_state=N
     t0 = time.perf_counter()
     values, vectors = block_eigsh(centred, n, k, dtype=np.float64, tol=tol,
                                   max_iter=max_iter, random_state=random_state,
-                                  callback=progress.callback)
+                                  callback=progress.callback,
+                                  floor=lambda: rounding_floor(n, means["r"]))
     progress.report("matrix-free: done in %.2f s, %d passes over K (%.2f s each on average)",
                     time.perf_counter() - t0, progress.passes,
                     progress.pass_seconds / max(progress.passes, 1))

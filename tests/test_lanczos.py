@@ -10,7 +10,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 import fastkern
 from fastkern import _eigen, _kpca_solvers, _lanczos
-from fastkern._eigen import lanczos_eigsh
+from fastkern._eigen import lanczos_eigsh as _lanczos_eigsh
+
+
+def lanczos_eigsh(*args, probe=False, **kwargs):
+    """The Lanczos iteration itself; its probe for missed copies of repeated
+    values (which declines flat spectra) is tested in test_repeated_eigenvalues
+    and below."""
+    return _lanczos_eigsh(*args, probe=probe, **kwargs)
 
 
 def _spectrum_matrix(eigenvalues, seed=0):
@@ -605,3 +612,19 @@ def test_kernel_pca_packed_gram_edges(case):
 
 def _kpca_kw(X, **kw):
     return fastkern.KernelPCA(kernel="rbf", gamma=0.2, random_state=0, **kw)
+
+
+@pytest.mark.parametrize("name", list(_SPECTRA))
+def test_probe_keeps_the_pairs_or_says_they_may_miss_a_value(name):
+    # With the probe, the pairs are those without it; the residuals are
+    # infinite only where a value could have been missed, never where the
+    # spectrum is steep at the k-th value.
+    A = _SPECTRA[name]()
+    plain = lanczos_eigsh(A, 5, random_state=0)
+    w, V, residuals = lanczos_eigsh(A, 5, random_state=0, probe=True)
+    assert_array_equal(w, plain[0])
+    assert_array_equal(V, plain[1])
+    if name in ("rbf-steep", "rank-2", "slow-decay"):
+        assert residuals.max() <= np.finfo(float).eps
+    else:
+        assert residuals.max() <= np.finfo(float).eps or np.isinf(residuals).all()
