@@ -34,7 +34,8 @@ def solvers():
 
 def add_parser(sub):
     parser = _common.add_command(
-        sub, "cca", help="kernel canonical correlation of two column sets of a CSV",
+        sub, "cca", writes_files=True,
+        help="kernel canonical correlation of two column sets of a CSV",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", metavar="DATA.csv", help="input CSV file")
     parser.add_argument("--x-columns", type=_common.column_list, required=True, metavar="A,B,...",
@@ -91,7 +92,7 @@ def run(args):
     say = _common.verbose_printer(args.verbose, "cca")
     from fastkern._threads import blas_limit
 
-    with Outputs() as outputs:
+    with Outputs("cca") as outputs:
         # Before reading the data: outputs are checked before any work.
         csv_out = outputs.add(args.out, "--out")
         views = read_views(args, say)
