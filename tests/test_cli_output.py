@@ -235,6 +235,40 @@ def test_kpca_replacing_out_is_said_on_stderr(tmp_path, data):
     assert proc.stderr == f"fastkern kpca: --out {out}: replaced the existing file\n"
 
 
+# ---------------------------------------------------------------- item 8: 1e308
+
+
+@pytest.mark.parametrize("big", ["1e308", "1e200"])
+def test_values_too_large_to_standardise(tmp_path, big):
+    """1e308 overflows the column's mean (the kernel then saw NaN); 1e200 its variance
+    (the column silently became all zeros).  Either is one line naming the column and
+    --no-scale."""
+    rows = [["a", "b"]] + [[str(i * 0.5), str((-1) ** i * i)] for i in range(20)]
+    rows[5][1] = big
+    data = write_csv(tmp_path / "big.csv", rows)
+    proc = fastkern("kpca", data, cwd=tmp_path)
+    assert_usage_error(proc, "fastkern kpca: error: the values of column(s) 'b' are too large "
+                             "to standardise", "--no-scale")
+    assert "NaN" not in proc.stderr
+    proc = fastkern("cca", data, "--x-columns", "a", "--y-columns", "b", cwd=tmp_path)
+    assert_usage_error(proc, "column(s) 'b' are too large to standardise", "--no-scale")
+    proc = fastkern("test", "hsic", data, "--x-columns", "b", "--method", "gamma",
+                    cwd=tmp_path)
+    assert_usage_error(proc, "column(s) 'b' are too large to standardise")
+
+
+def test_standardise_matches_numpy_and_names_overflowing_columns():
+    X = np.array([[1.0, 5.0, 2.0], [3.0, 5.0, 1e300], [2.0, 5.0, -1e300]])
+    Xs, constant = _common.standardise(X[:, :2])
+    ref = (X[:, 0] - X[:, 0].mean()) / X[:, 0].std()
+    np.testing.assert_allclose(Xs[:, 0], ref, rtol=1e-15)
+    assert np.all(Xs[:, 1] == 0) and constant == 1
+    with pytest.raises(CLIError, match=r"column\(s\) 2 are too large .*up to 1e\+300"):
+        _common.standardise(X)
+    with pytest.raises(CLIError, match=r"column\(s\) 'z' are"):
+        _common.standardise(X, ["x", "y", "z"])
+
+
 # ---------------------------------------------------------------- item 7: no tracebacks
 
 

@@ -440,15 +440,30 @@ def fmt_vals(values, pct=False):
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
-def standardise(X):
+def standardise(X, names=None):
     """StandardScaler's z-scores; a constant column becomes 0 (scale 1), not NaN.
-    (z-scores, number of constant columns)."""
+    (z-scores, number of constant columns).
+
+    A column whose mean or variance overflows float64 (values near 1e154 and
+    beyond) cannot be standardised: a CLIError naming it (names: the column
+    names, else 0-based indices) and suggesting --no-scale, rather than the
+    NaN or the zeroed column the scaler would hand on.
+    """
     from sklearn.preprocessing import StandardScaler
 
     import numpy as np
 
     scaler = StandardScaler()
-    Xs = scaler.fit_transform(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        Xs = scaler.fit_transform(X)
+    bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.var_)
+            & np.all(np.isfinite(Xs), axis=0))
+    if bad.any():
+        cols = np.flatnonzero(bad)
+        which = ", ".join(repr(names[j]) if names is not None else str(j) for j in cols)
+        raise CLIError(f"the values of column(s) {which} are too large to standardise (up to "
+                       f"{np.max(np.abs(X[:, cols])):.3g}; their variance overflows float64): "
+                       "use --no-scale, or rescale the data")
     return Xs, int(np.sum(scaler.var_ == 0))
 
 

@@ -114,8 +114,8 @@ def _cca(args, views, csv_out, say):
         raise CLIError(f"--components {args.components} needs at least {args.components + 1} "
                        f"data rows; {args.data} has {n}")
     if args.scale:
-        X, _ = _common.standardise(X)
-        Y, _ = _common.standardise(Y)
+        X, _ = _common.standardise(X, x_names)
+        Y, _ = _common.standardise(Y, y_names)
         say("standardised the columns of both views to mean 0, variance 1")
     kernel_y = args.kernel if args.kernel_y is None else args.kernel_y
     # A number as given; "median"/"scale" resolved on each view's own columns;

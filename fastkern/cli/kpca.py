@@ -239,7 +239,7 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
                        f"data rows; {args.data} has {n}")
     constant = 0
     if args.scale:
-        X, constant = _common.standardise(X)
+        X, constant = _common.standardise(X, names)
         say(f"standardised {d} columns to mean 0, variance 1 ({constant} constant column(s) "
             "set to 0)")
     gamma = _common.resolve_gamma(args.gamma, X, args.kernel)
