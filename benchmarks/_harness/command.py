@@ -37,9 +37,9 @@ def run_full(sizes, n_threads, quick, json_out=None, plot_out=None):
     print()
     print(report.format_peers(*peers))
     if json_out is not None:
-        report.write_json(json_out.tmp, results, info, sizes, peers)
+        report.write_json(json_out.dest, results, info, sizes, peers)
     if plot_out is not None:
-        report.plot_results(results + peers[0], plot_out.tmp, info, format=plot_out.format)
+        report.plot_results(results + peers[0], plot_out.dest, info, format=plot_out.format)
 
 
 def run_methods(n_threads, quick):

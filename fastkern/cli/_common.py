@@ -5,12 +5,15 @@ import argparse
 import contextlib
 import math
 import os
+import stat
 import sys
 import tempfile
 
 EXIT_USAGE = 2
 # The shell's status for a program ended by SIGINT (128 + 2).
 EXIT_INTERRUPTED = 130
+# ... and by SIGTERM (128 + 15).
+EXIT_TERMINATED = 143
 DEFAULT_SEED = 0
 PLOT_EXTRA = 'pip install "fastkern[plot]"'
 
@@ -38,8 +41,22 @@ class Parser(argparse.ArgumentParser):
         return args
 
 
-def add_command(sub, name, **kwargs):
-    """A subcommand's parser; it records itself so that it reports its own errors."""
+OUTPUT_FILES = """\
+Output files: a new path, or an existing file (replaced, which is said on
+stderr), is written under a temporary name in the file's directory and
+renamed onto it at the end, so a failed run, Ctrl-C or SIGTERM leaves no
+partial file; through a symlink, the link's target is written and the link
+kept. A device (/dev/null), a FIFO or /dev/fd/N (a pipe: >(gzip > x.gz)) is
+written to in place. A full disk, on a file or on stdout, ends the command
+with one error line."""
+
+
+def add_command(sub, name, writes_files=False, **kwargs):
+    """A subcommand's parser; it records itself so that it reports its own errors.
+    writes_files: the command takes output paths, and its --help says how they
+    are written (OUTPUT_FILES)."""
+    if writes_files:
+        kwargs["epilog"] = OUTPUT_FILES
     parser = sub.add_parser(name, **kwargs)
     parser.set_defaults(parser=parser)
     return parser
@@ -213,74 +230,152 @@ def add_scale(parser, what="each feature column"):
 # ---------------------------------------------------------------- output files
 
 
-class Output:
-    """An output file reserved before the work starts and renamed into place at the end.
+def _through_proc(path):
+    """Whether path leads through /proc (/dev/fd/N, /dev/stdout): a descriptor
+    the caller holds, whose link names no path a new file could take."""
+    path = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if os.path.realpath(os.path.dirname(path)).startswith("/proc/"):
+            return True
+        if not os.path.islink(path):
+            return False
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return False
 
-    Reserving creates the temporary file next to the target, which is the
-    real test that the path can be written (a missing or read-only
-    directory, a path that is a directory); an error or Ctrl-C removes it.
+
+class Output:
+    """An output reserved before the work starts, and how to write it.
+
+    A new path or an existing regular file is written under a temporary name
+    in the file's own directory and renamed onto it by commit(), so an
+    error, Ctrl-C or SIGTERM never leaves half a file; creating that
+    temporary file is the real test that the path can be written.  A
+    symlink's target is what gets written (the link stays).  Replacing an
+    existing file is said on stderr.
+
+    Anything else that exists (a device such as /dev/null, a FIFO, a pipe
+    behind /dev/fd/N) is written through, with no temporary file: replacing
+    it would destroy it, or leave the data where nobody reads them.
     """
 
-    def __init__(self, path, option, plot=False):
+    def __init__(self, path, option, plot=False, command=None):
         self.path, self.option, self.tmp = path, option, None
+        self.prefix = "fastkern" if command is None else f"fastkern {command}"
         if plot:
             from fastkern.cli._plot import image_format
 
             self.format = image_format(path, option)
         else:
             self.format = None
-        if os.path.isdir(path):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # a new file, or a link to one
+            st = None
+        except OSError as exc:
+            raise self._error(exc) from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
             raise CLIError(f"{option} {path} is a directory")
-        folder = os.path.dirname(os.path.abspath(path))
+        self.stream = st is not None and (not stat.S_ISREG(st.st_mode) or _through_proc(path))
+        self.replaces = st is not None and not self.stream
+        self.committed = False
+        if self.stream:
+            if stat.S_ISSOCK(st.st_mode):
+                raise CLIError(f"cannot write {option} {path}: it is a socket")
+            if not os.access(path, os.W_OK):
+                raise CLIError(f"cannot write {option} {path}: permission denied")
+            self.target = path
+            return
+        self.target = os.path.realpath(path)
+        folder = os.path.dirname(self.target)
         if not os.path.isdir(folder):
             what = "is not a directory" if os.path.exists(folder) else "does not exist"
             raise CLIError(f"cannot write {option} {path}: directory {folder} {what}")
-        if os.path.exists(path) and not os.access(path, os.W_OK):
+        if self.replaces and not os.access(self.target, os.W_OK):
             raise CLIError(f"cannot write {option} {path}: the file is read-only")
         try:
-            fd, self.tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.",
+            fd, self.tmp = tempfile.mkstemp(dir=folder,
+                                            prefix=f".{os.path.basename(self.target)}.",
                                             suffix=".part")
         except OSError as exc:
-            raise CLIError(f"cannot write {option} {path}: {exc.strerror or exc}") from None
+            raise self._error(exc) from None
         os.close(fd)
 
+    def _error(self, exc):
+        return CLIError(f"cannot write {self.option} {self.path}: {exc.strerror or exc}")
+
+    @property
+    def dest(self):
+        """The path to write to: the temporary file, or the device, FIFO or pipe itself."""
+        return self.target if self.stream else self.tmp
+
+    @contextlib.contextmanager
+    def open(self, binary=False):
+        """dest opened for writing (text: UTF-8, newlines as written); a failed
+        write (a full disk) ends the command with one line, and a reader that
+        has gone raises BrokenPipeError (main stops quietly)."""
+        try:
+            if binary:
+                f = open(self.dest, "wb")
+            else:
+                f = open(self.dest, "w", newline="", encoding="utf-8")
+            with f:
+                yield f
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._error(exc) from None
+
     def commit(self):
+        self.committed = True
+        if self.stream:
+            return
         # mkstemp makes the file private (0600); give it the mode a plain
         # open() would have, or keep that of the file it replaces.
         try:
-            mode = os.stat(self.path).st_mode & 0o7777
+            mode = os.stat(self.target).st_mode & 0o7777
         except OSError:
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
         try:
             os.chmod(self.tmp, mode)
-            os.replace(self.tmp, self.path)
+            os.replace(self.tmp, self.target)
         except OSError as exc:
-            raise CLIError(f"cannot write {self.option} {self.path}: "
-                           f"{exc.strerror or exc}") from None
+            raise self._error(exc) from None
         self.tmp = None
+        if self.replaces:
+            via = ("" if self.target == os.path.abspath(self.path)
+                   else f" {self.target}, the link's target")
+            print(f"{self.prefix}: {self.option} {self.path}: replaced the existing file{via}",
+                  file=sys.stderr)
 
     def discard(self):
         if self.tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.tmp)
             self.tmp = None
+        if self.stream and not self.committed:
+            # A reader blocked opening the FIFO would wait forever for a
+            # writer that never comes: open and close it, the reader sees
+            # the end of the file (as after a shell's `cmd > fifo` that fails).
+            with contextlib.suppress(OSError):
+                if stat.S_ISFIFO(os.stat(self.target).st_mode):
+                    os.close(os.open(self.target, os.O_WRONLY | os.O_NONBLOCK))
 
 
 class Outputs:
     """The command's output files: all reserved up front, all renamed at the end."""
 
-    def __init__(self):
-        self.files = []
+    def __init__(self, command=None):
+        self.files, self.command = [], command
 
     def add(self, path, option, plot=False):
         if path is None:
             return None
         for other in self.files:
-            if os.path.abspath(other.path) == os.path.abspath(path):
+            if os.path.realpath(other.path) == os.path.realpath(path):
                 raise CLIError(f"{option} and {other.option} are the same file {path}")
-        out = Output(path, option, plot)
+        out = Output(path, option, plot, self.command)
         self.files.append(out)
         return out
 
@@ -297,9 +392,24 @@ class Outputs:
         return False
 
 
+def flush_stdout():
+    """Flush stdout now, so that a full disk shows as one error line, not as
+    Python's complaint at exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CLIError(f"cannot write to stdout: {exc.strerror or exc}") from None
+
+
 def check_not_input(out, option, data):
-    if out is not None and os.path.abspath(out) == os.path.abspath(data):
-        raise CLIError(f"{option} {out} would overwrite the input file")
+    if out is None:
+        return
+    with contextlib.suppress(OSError):
+        # A link to the input, or a second name (hard link) of it.
+        if os.path.realpath(out) == os.path.realpath(data) or os.path.samefile(out, data):
+            raise CLIError(f"{option} {out} would overwrite the input file")
 
 
 # ---------------------------------------------------------------- reporting
@@ -330,15 +440,30 @@ def fmt_vals(values, pct=False):
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
-def standardise(X):
+def standardise(X, names=None):
     """StandardScaler's z-scores; a constant column becomes 0 (scale 1), not NaN.
-    (z-scores, number of constant columns)."""
+    (z-scores, number of constant columns).
+
+    A column whose mean or variance overflows float64 (values near 1e154 and
+    beyond) cannot be standardised: a CLIError naming it (names: the column
+    names, else 0-based indices) and suggesting --no-scale, rather than the
+    NaN or the zeroed column the scaler would hand on.
+    """
     from sklearn.preprocessing import StandardScaler
 
     import numpy as np
 
     scaler = StandardScaler()
-    Xs = scaler.fit_transform(X)
+    with np.errstate(over="ignore", invalid="ignore"):
+        Xs = scaler.fit_transform(X)
+    bad = ~(np.isfinite(scaler.mean_) & np.isfinite(scaler.var_)
+            & np.all(np.isfinite(Xs), axis=0))
+    if bad.any():
+        cols = np.flatnonzero(bad)
+        which = ", ".join(repr(names[j]) if names is not None else str(j) for j in cols)
+        raise CLIError(f"the values of column(s) {which} are too large to standardise (up to "
+                       f"{np.max(np.abs(X[:, cols])):.3g}; their variance overflows float64): "
+                       "use --no-scale, or rescale the data")
     return Xs, int(np.sum(scaler.var_ == 0))
 
 
@@ -365,7 +490,7 @@ def gamma_text(gamma, given):
 
 
 def write_csv(csv_out, header, values, labels=None):
-    """Write the rows of values under header, as CSV: to --out's temporary file, or to
+    """Write the rows of values under header, as CSV: to --out (csv_out, an Output), or to
     stdout when there is no --out.
 
     Each value is written as repr(float): it reads back as the same float64.  labels,
@@ -373,15 +498,23 @@ def write_csv(csv_out, header, values, labels=None):
     """
     import csv
 
-    out = sys.stdout if csv_out is None else open(csv_out.tmp, "w", newline="")
-    try:
+    def rows(out):
         w = csv.writer(out, lineterminator="\n")
         w.writerow(header)
         for i, row in enumerate(values):
             w.writerow([repr(float(v)) for v in row] + ([] if labels is None else [labels[i]]))
-    finally:
-        if csv_out is not None:
-            out.close()
+
+    if csv_out is not None:
+        with csv_out.open() as out:
+            rows(out)
+        return
+    try:
+        rows(sys.stdout)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise CLIError(f"cannot write to stdout: {exc.strerror or exc}") from None
+    flush_stdout()
 
 
 def summary_lines(first, table, out, shape):

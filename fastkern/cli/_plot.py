@@ -1,5 +1,6 @@
 """Figures of the commands (matplotlib, the optional ``plot`` extra, imported only here
 and only when a figure is asked for)."""
+import io
 import os
 import warnings
 
@@ -110,12 +111,14 @@ def save(fig, out):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         fig.tight_layout()
-    try:
-        with warnings.catch_warnings():
-            # matplotlib warns when placing a loc="best" legend took over a second,
-            # which a busy machine alone can cause; the figure is right either way.
-            warnings.filterwarnings("ignore", message='Creating legend with loc="best"',
-                                    category=UserWarning)
-            fig.savefig(out.tmp, dpi=120, format=out.format, metadata=_metadata(out.format))
-    except OSError as exc:
-        raise CLIError(f"cannot write {out.option} {out.path}: {exc.strerror or exc}") from None
+    with warnings.catch_warnings():
+        # matplotlib warns when placing a loc="best" legend took over a second,
+        # which a busy machine alone can cause; the figure is right either way.
+        warnings.filterwarnings("ignore", message='Creating legend with loc="best"',
+                                category=UserWarning)
+        # Drawn in memory, then written in one go: some formats (PDF) seek in
+        # their file, which a FIFO or a pipe cannot do.
+        image = io.BytesIO()
+        fig.savefig(image, dpi=120, format=out.format, metadata=_metadata(out.format))
+    with out.open(binary=True) as f:
+        f.write(image.getbuffer())

@@ -60,8 +60,9 @@ def _size_list(text):
 
 def add_parser(sub):
     parser = _common.add_command(
-        sub, "bench", help="time fastkern against scikit-learn (--full: the benchmark harness "
-                           "of a source checkout)",
+        sub, "bench", writes_files=True,
+        help="time fastkern against scikit-learn (--full: the benchmark harness of a source "
+             "checkout)",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help=f"small sizes ({','.join(map(str, QUICK_SIZES))}) and one round: "
@@ -183,7 +184,7 @@ def run(args):
         return 0
     if args.plot is not None and not args.full:
         raise CLIError("--plot needs --full (the quick comparison has no plot)")
-    with Outputs() as outputs:
+    with Outputs("bench") as outputs:
         json_out = outputs.add(args.json, "--json")
         plot_out = outputs.add(args.plot, "--plot", plot=True)
         if args.full:
@@ -210,7 +211,7 @@ def run(args):
                 rows = compare(sizes, rounds, args.threads, bar)
             print(format_rows(rows))
             if json_out is not None:
-                with open(json_out.tmp, "w") as f:
+                with json_out.open() as f:
                     json.dump({"machine": info, "threads": args.threads, "rounds": rounds,
                                "n_features": N_FEATURES, "results": rows}, f, indent=2,
                               default=str)

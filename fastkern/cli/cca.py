@@ -34,7 +34,8 @@ def solvers():
 
 def add_parser(sub):
     parser = _common.add_command(
-        sub, "cca", help="kernel canonical correlation of two column sets of a CSV",
+        sub, "cca", writes_files=True,
+        help="kernel canonical correlation of two column sets of a CSV",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", metavar="DATA.csv", help="input CSV file")
     parser.add_argument("--x-columns", type=_common.column_list, required=True, metavar="A,B,...",
@@ -91,7 +92,7 @@ def run(args):
     say = _common.verbose_printer(args.verbose, "cca")
     from fastkern._threads import blas_limit
 
-    with Outputs() as outputs:
+    with Outputs("cca") as outputs:
         # Before reading the data: outputs are checked before any work.
         csv_out = outputs.add(args.out, "--out")
         views = read_views(args, say)
@@ -113,8 +114,8 @@ def _cca(args, views, csv_out, say):
         raise CLIError(f"--components {args.components} needs at least {args.components + 1} "
                        f"data rows; {args.data} has {n}")
     if args.scale:
-        X, _ = _common.standardise(X)
-        Y, _ = _common.standardise(Y)
+        X, _ = _common.standardise(X, x_names)
+        Y, _ = _common.standardise(Y, y_names)
         say("standardised the columns of both views to mean 0, variance 1")
     kernel_y = args.kernel if args.kernel_y is None else args.kernel_y
     # A number as given; "median"/"scale" resolved on each view's own columns;

@@ -18,7 +18,8 @@ DESCRIPTION = ("Kernel PCA and KernelSIR of the UCI wine data shipped with sciki
 
 
 def add_parser(sub):
-    parser = _common.add_command(sub, "demo", help="kernel PCA and kernel SIR of the UCI wine data",
+    parser = _common.add_command(sub, "demo", writes_files=True,
+                                 help="kernel PCA and kernel SIR of the UCI wine data",
                                  description=DESCRIPTION)
     # The demo's data are tiny, so its default is one thread.
     _common.add_threads(parser, "1; the wine data are too small to gain from more")
@@ -63,7 +64,7 @@ def run(args):
     from fastkern.cli._plot import have_matplotlib
 
     plotting = have_matplotlib()
-    with Outputs() as outputs:
+    with Outputs("demo") as outputs:
         png = outputs.add(args.out_png, "--out-png", plot=True) if plotting else None
         # 178 samples: one thread is fastest, more only add synchronisation
         # (and on a busy machine, oversubscription) to each of the ~360 fits.

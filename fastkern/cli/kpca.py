@@ -75,7 +75,7 @@ def deprecated_solvers():
 
 def add_parser(sub):
     parser = _common.add_command(
-        sub, "kpca", help="kernel PCA of a CSV file", description=DESCRIPTION,
+        sub, "kpca", writes_files=True, help="kernel PCA of a CSV file", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data", metavar="DATA.csv", help="input CSV file")
     _common.add_kernel(parser, None, "1 / number of features for rbf and most kernels, "
@@ -115,7 +115,7 @@ def run(args):
         print(f"fastkern kpca: warning: --solver {args.solver} is deprecated and will be "
               f"removed in fastkern 0.3; use --solver {new} (the same solver)", file=sys.stderr)
         args.solver = new
-    with Outputs() as outputs:
+    with Outputs("kpca") as outputs:
         # Before reading the data: outputs are checked before any work.
         csv_out = outputs.add(args.out, "--out")
         plot_out = outputs.add(args.plot, "--plot", plot=True)
@@ -239,7 +239,7 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
                        f"data rows; {args.data} has {n}")
     constant = 0
     if args.scale:
-        X, constant = _common.standardise(X)
+        X, constant = _common.standardise(X, names)
         say(f"standardised {d} columns to mean 0, variance 1 ({constant} constant column(s) "
             "set to 0)")
     gamma = _common.resolve_gamma(args.gamma, X, args.kernel)

@@ -130,7 +130,7 @@ def run_mmd(args):
     if args.scale:
         # One scaling for both samples: the pooled one, the same whichever
         # way the rows are split, so permutations remain a valid null.
-        pooled, _ = _common.standardise(np.vstack([A, B]))
+        pooled, _ = _common.standardise(np.vstack([A, B]), [table.names[j] for j in cols])
         A, B = pooled[:len(A)], pooled[len(A):]
     with blas_limit(args.threads):
         result = mmd_test(A, B, kernel=args.kernel, gamma=_gamma(args, np.vstack([A, B])),
@@ -167,8 +167,8 @@ def run_hsic(args):
     _report(table, V, dropped, xs + ys, "test hsic")
     X, Y = V[:, :len(xs)], V[:, len(xs):]
     if args.scale:
-        X, _ = _common.standardise(X)
-        Y, _ = _common.standardise(Y)
+        X, _ = _common.standardise(X, [table.names[j] for j in xs])
+        Y, _ = _common.standardise(Y, [table.names[j] for j in ys])
     with blas_limit(args.threads):
         result = hsic_test(X, Y, kernel_x=args.kernel, kernel_y=args.kernel,
                            gamma_x=_gamma(args, X), gamma_y=_gamma(args, Y),
