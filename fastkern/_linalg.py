@@ -3,6 +3,9 @@
 A symmetric C-ordered K seen as K.T is Fortran-ordered memory, so LAPACK
 factors it in place (``cho_factor(K.T, overwrite_a=True)`` copies nothing);
 KernelRidge, KernelPCA's pre-image ridge and the mixed-precision solve use it.
+
+``serial_blas``: the BLAS/LAPACK thread count of the estimators whose results
+are the same bits for any ``n_threads`` (KernelCCA, KernelFDA, KernelSIR).
 """
 import warnings
 
@@ -10,13 +13,28 @@ import numpy as np
 from scipy import linalg
 
 from fastkern import _inchol
-from fastkern._threads import interruptible
+from fastkern._threads import blas_limit, interruptible
 
-__all__ = ["factor_in_place", "restore_factored_triangle", "solve_shifted_in_place"]
+__all__ = ["factor_in_place", "restore_factored_triangle", "serial_blas", "solve_shifted_in_place"]
 
 # Rows per block of the row-blocked passes over an n x n array: bounds their
 # temporaries to this many rows, O(n) memory.
 _BLOCK_ROWS = 64
+
+
+def serial_blas():
+    """Context manager holding BLAS/LAPACK to one thread.
+
+    OpenBLAS shares the work of its threaded routines (syevr, potrf, gesdd,
+    geqrf, symv, gemm with a narrow side) among its threads in a way that
+    changes their rounding with the count, and the count is one per process:
+    another Python thread's limit (a Gram's tiles run BLAS on one thread)
+    changes it under a running fit.  A fixed count gives the same bits for
+    any ``n_threads`` and for fits from several Python threads at once, and
+    one thread is the only count that every ``n_threads`` allows (a library
+    runs at the smallest count held, ``fastkern._threads``).
+    """
+    return blas_limit(1)
 
 
 def factor_in_place(K):

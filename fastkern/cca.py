@@ -83,7 +83,8 @@ from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, structured_kernel, validate_input)
 from fastkern._operator import cross_kernel_times
-from fastkern._threads import blas_for, interruptible
+from fastkern._linalg import serial_blas
+from fastkern._threads import interruptible
 from fastkern._validation import CachedParamValidation, check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
@@ -180,8 +181,9 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
     max_rank : int, default=None
         Largest rank of each factor (None: no limit but tol).
     n_threads : int, default=None
-        OpenMP threads for the Gram matrices, centring and factorisations,
-        and the BLAS/LAPACK thread limit (None: library defaults).
+        OpenMP threads for the Gram matrices, centring and factorisations
+        (None: the default).  BLAS and LAPACK run on one thread, so that the
+        results are the same bits for any n_threads.
 
     Attributes
     ----------
@@ -388,7 +390,7 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
                                     f"solver='incomplete_cholesky': {name} must be dense "
                                     "(or use solver='dense')")
 
-        with blas_for(n_threads, n):
+        with serial_blas():
             views = []
             for view, A, name in (("x", X, "X"), ("y", y, "y")):
                 if solver == "dense":
@@ -543,7 +545,7 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         n_train = self.x_fit_means_.shape[0] if self.solver_ == "dense" else None
         X = self._check_precomputed(X, "X", _view_params(self, "x")["kernel"], n_train)
-        with blas_for(n_threads, n):
+        with serial_blas():
             Xc = self._variates("x", X, n_threads)
             if y is None:
                 return Xc

@@ -22,8 +22,9 @@ from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
-from fastkern._threads import blas_for, interruptible
-from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
+from fastkern._linalg import serial_blas
+from fastkern._threads import interruptible
+from fastkern._validation import (CachedParamValidation, check_int, check_real,
                                   n_threads_constraint)
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
@@ -183,8 +184,9 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
     max_rank : int, default=None
         With solver="inchol": at most this many pivots (None: up to n_samples).
     n_threads : int, default=None
-        OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
-        thread limit for the linear algebra (None: library defaults).
+        OpenMP threads for the Gram matrices, centring and factorisation
+        (None: the default).  BLAS and LAPACK run on one thread, so that the
+        results are the same bits for any n_threads.
 
     Attributes
     ----------
@@ -314,7 +316,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
             raise ValueError(f"n_components={k} must be <= n_classes - 1 = {n_classes - 1}")
         reg = check_real(self.regularization, "regularization", low=0.0, low_inclusive=False)
         dof = n
-        with blas_for(check_n_threads(self.n_threads), n):
+        with serial_blas():
             if self.solver == "dense":
                 coef, lam, proj, col_means = self._fit_dense(X, labels, counts, reg, dof)
                 fit_index = np.arange(n)
@@ -439,7 +441,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
         precomputed = self._precomputed()
         if precomputed and sparse.issparse(X):
             X = X.toarray()
-        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
+        with serial_blas():
             if precomputed:
                 Kt_coef = X[:, self.X_fit_] @ self.dual_coef_
             else:

@@ -27,6 +27,7 @@ from fastkern._eigen import class_ridge_solve, column_signs
 from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
+from fastkern._linalg import serial_blas
 from fastkern._threads import blas_for, interruptible
 from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
                                   n_threads_constraint, seeded_random_state)
@@ -374,8 +375,9 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
     random_state : int, RandomState instance or None, default=None
         Draws the basis points when n_basis is set and basis="random".
     n_threads : int, default=None
-        OpenMP threads for the Gram matrices and centring, and the BLAS/LAPACK
-        thread limit for the linear algebra (None: library defaults).
+        OpenMP threads for the Gram matrices, centring and factorisation
+        (None: the default).  BLAS and LAPACK run on one thread, so that the
+        results are the same bits for any n_threads.
 
     Attributes
     ----------
@@ -496,7 +498,7 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
             if k > m:
                 raise ValueError(f"n_components={k} must be <= n_basis={m}")
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
-        with blas_for(n_threads, n):
+        with serial_blas():
             if self.basis == "incomplete_cholesky":
                 basis = self._ichol_basis(X, precomputed, n_threads)
                 lam, coef, col_means, rank = self._fit_reduced(X, basis, labels, counts, reg, k)
@@ -640,7 +642,7 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         check_is_fitted(self, "dual_coef_")
         X = validate_input(self, X, accept_sparse=["csr", "csc"], dtype=np.float64, reset=False)
         X = _dense_if_precomputed(X, self._precomputed())
-        with blas_for(check_n_threads(self.n_threads), X.shape[0]):
+        with serial_blas():
             if self._precomputed():
                 Kt_coef = X[:, self.X_fit_] @ self.dual_coef_
             else:
