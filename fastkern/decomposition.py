@@ -128,9 +128,13 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         start vector ARPACK gets from random_state; LAPACK solves instead
         when it has not converged in 20 restarts (max_iter=None).  At a few
         hundred to a few thousand samples it needs fewer products than
-        ARPACK and no return to Python between them.
+        ARPACK and no return to Python between them.  A probe after
+        convergence looks for copies of repeated eigenvalues that one start
+        vector cannot hold; where it finds one or cannot rule one out,
+        "block_krylov" solves instead.
         "arpack": scipy's eigsh on the centred Gram (n_components >= n_samples:
-        scipy warns and solves densely, as in scikit-learn).
+        scipy warns and solves densely, as in scikit-learn), with the same
+        probe, LAPACK solving where it finds a missed copy.
         "randomized": scikit-learn's randomized range finder with "module"
         selection (``fastkern._eigen.randomized_eigsh``; same random stream,
         so the same results as scikit-learn's to rounding).  As there, the
