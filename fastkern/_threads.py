@@ -15,6 +15,9 @@ One module owns the thread policy:
   (no other module calls threadpoolctl: tests/test_architecture.py);
 - ``share_of_cores``: a Dask task's threads, the host's cores shared among
   the tasks running on it;
+- ``openmp_threads``: one thread in a forked child's forking thread, whose
+  OpenMP pool is the parent's (every count for the compiled loops comes
+  through it);
 - fastkern's OpenMP threads sleep when idle instead of spinning (set before
   the OpenMP runtime loads, below), so they do not take the cores from
   BLAS, from the other processes of a busy machine or from a grid search's
@@ -531,18 +534,76 @@ def cores_free():
 _default_cap = contextvars.ContextVar("fastkern_default_cap", default=None)
 
 
-def default_threads_now():
-    """What n_threads=None means here and now: default_n_threads(), at most the
-    cap an estimator method set for its work on a busy machine (limits_blas)."""
+def _default_count():
     cap = _default_cap.get()
     n = default_n_threads()
     return n if cap is None else max(1, min(n, cap))
 
 
+def default_threads_now():
+    """What n_threads=None means here and now for fastkern's OpenMP loops:
+    default_n_threads(), at most the cap an estimator method set for its work
+    on a busy machine (limits_blas), and 1 where a team would hang
+    (openmp_threads)."""
+    return openmp_threads(_default_count())
+
+
+# The ident of the thread that forked this process, when that thread had been
+# given an OpenMP team of several threads before the fork: see openmp_threads.
+_stale_pool_thread = None
+# Per Python thread: ``team`` is set once the thread was given a count above 1.
+_given_team = threading.local()
+
+
+def openmp_threads(n_threads):
+    """The thread count a parallel region started from this thread may use: n_threads,
+    or 1 in a forked child's forking thread after that thread ran teams in the parent.
+
+    GNU OpenMP keeps a thread's pool of team threads in that thread's own
+    storage and does not handle fork: in the child, the forking thread's pool
+    still lists the parent's workers, which do not exist there, and its next
+    region of more than one thread waits for them for ever (after any
+    threaded call, ``os.fork()`` then a Gram in the child hung, and so did a
+    ``multiprocessing`` fork Pool's and joblib's multiprocessing workers,
+    which run their tasks in that thread).  A region of one thread does not
+    touch the pool, and other threads of the child, made after the fork, get
+    pools of their own: only the forking thread runs serial, and results do
+    not depend on the thread count.  Every count fastkern hands to its
+    compiled loops comes through here (``check_n_threads``,
+    ``default_threads_now``), which also records that the thread may own a
+    pool, so a child forked from a thread that never ran a team keeps its
+    threads.
+    """
+    if n_threads > 1:
+        if _stale_pool_thread is not None and threading.get_ident() == _stale_pool_thread:
+            return 1
+        _given_team.team = True
+    return n_threads
+
+
+def _after_fork_in_child():
+    global _stale_pool_thread, _controller_lock, _workers_lock
+    # The forking thread's thread-local data survive the fork; its flag stays
+    # set, so a grandchild forked from it is treated the same.
+    if getattr(_given_team, "team", False):
+        _stale_pool_thread = threading.get_ident()
+    # The locks may have been held by threads that do not exist here, and
+    # the LAPACK workers interruptible waits for are gone: their limits are
+    # released by the next blas_limit (_wait_for_workers).
+    _controller_lock = threading.Lock()
+    _workers_lock = threading.Lock()
+    _limits._lock = threading.Lock()
+    _workers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def blas_for(n_threads, n_rows):
     """Context manager holding BLAS/LAPACK to :func:`blas_threads` for an estimator's
     work on n_rows samples (n_threads validated, None: default_threads_now())."""
-    return blas_limit(blas_threads(default_threads_now() if n_threads is None else n_threads,
+    return blas_limit(blas_threads(_default_count() if n_threads is None else n_threads,
                                    n_rows))
 
 
