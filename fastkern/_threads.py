@@ -423,9 +423,10 @@ def blas_threads(n_threads, n_rows):
 
 
 # From BLAS_SERIAL_ROWS to below this many rows, the default thread count
-# (n_threads=None) of an estimator method's work, OpenMP and BLAS/LAPACK, is
-# also capped by the cores that no other process is running on when the
-# method starts (``cores_free``, ``limits_blas``).  A threaded
+# (n_threads=None) of an estimator method's or a public function's work,
+# OpenMP and BLAS/LAPACK, is also capped by the cores that no other process
+# is running on when it starts (``cores_free``; ``limits_blas`` on methods,
+# ``limits_threads`` on functions).  A threaded
 # LAPACK call, or ARPACK's hundreds of threaded products, waits for a
 # descheduled thread at every step on a busy machine: with one busy process
 # per core (2 cores), KernelPCA at N=1000 (ARPACK) took 461 ms (median of
@@ -626,40 +627,74 @@ def _rows(args):
         return 0
 
 
+def _within_limits(n_threads, rows, call):
+    """call() with BLAS/LAPACK held to n_threads, or to one thread for fewer than
+    BLAS_SERIAL_ROWS rows, and n_threads=None inside it meaning at most n_threads
+    (default_threads_now); with the default on a busy machine, at most the
+    cores free (LOAD_AWARE_ROWS)."""
+    # An invalid n_threads runs with the default here: the caller's parameter
+    # validation rejects it with its own message.
+    valid = (isinstance(n_threads, numbers.Integral)
+             and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
+    cap = None
+    if valid:
+        # What the call runs on the default threads (gamma="median"'s
+        # distances, a helper given n_threads=None) stays within its count too.
+        cap = int(n_threads)
+    elif (n_threads is None and _default_cap.get() is None
+            and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS and default_n_threads() > 1):
+        # Short work on the default threads: none on the cores other
+        # processes are running on (LOAD_AWARE_ROWS), for the call's OpenMP
+        # loops and its BLAS/LAPACK calls alike.  Inside another such call
+        # (fit_transform's fit, a solver's Nystroem) the enclosing cap holds:
+        # one reading per call of the user's.
+        cap = cores_free()
+    token = _default_cap.set(cap) if cap is not None else None
+    try:
+        with blas_for(int(n_threads) if valid else None, rows):
+            return call()
+    finally:
+        if token is not None:
+            _default_cap.reset(token)
+
+
 def limits_blas(method):
-    """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``, or to
-    one thread when its data (the first argument) has few rows; n_threads=None
-    inside it means at most ``self.n_threads`` (default_threads_now)."""
+    """Run an estimator method within its threads (_within_limits): BLAS/LAPACK
+    held to ``self.n_threads``, or to one thread when its data (the first
+    argument) has few rows; n_threads=None inside it means at most
+    ``self.n_threads``, and on a busy machine the cores free."""
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
-        n_threads = self.n_threads
-        # An invalid n_threads runs with the default here: the method's
-        # parameter validation rejects it with the estimator's message.
-        valid = (isinstance(n_threads, numbers.Integral)
-                 and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
-        rows = _rows(args)
-        cap = None
-        if valid:
-            # What the method runs on the default threads (gamma="median"'s
-            # distances, a helper given n_threads=None) stays within the
-            # estimator's count too.
-            cap = int(n_threads)
-        elif (n_threads is None and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS
-                and default_n_threads() > 1):
-            # Short work on the default threads: none on the cores other
-            # processes are running on (LOAD_AWARE_ROWS), for the method's
-            # OpenMP loops and its BLAS/LAPACK calls alike.
-            cap = cores_free()
-        token = _default_cap.set(cap) if cap is not None else None
-        try:
-            with blas_for(int(n_threads) if valid else None, rows):
-                return method(self, *args, **kwargs)
-        finally:
-            if token is not None:
-                _default_cap.reset(token)
+        return _within_limits(self.n_threads, _rows(args),
+                              lambda: method(self, *args, **kwargs))
 
     return wrapped
+
+
+def limits_threads(arrays=1):
+    """limits_blas for a public function whose keyword-only ``n_threads`` bounds its
+    work on the rows of its first ``arrays`` arguments together (mmd_test's X and
+    Y: 2)."""
+    import inspect
+
+    def decorate(function):
+        parameters = inspect.signature(function).parameters
+        n_threads = parameters.get("n_threads")
+        if n_threads is None or n_threads.kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"{function.__name__} has no keyword-only n_threads")
+        names = list(parameters)[:arrays]
+
+        @functools.wraps(function)
+        def wrapped(*args, **kwargs):
+            rows = sum(_rows((args[i] if i < len(args) else kwargs.get(name),))
+                       for i, name in enumerate(names))
+            return _within_limits(kwargs.get("n_threads"), rows,
+                                  lambda: function(*args, **kwargs))
+
+        return wrapped
+
+    return decorate
 
 
 # interruptible runs fn in place when no array argument holds more values

@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import KernelSpec, is_precomputed, kernel_constraints, resolve_gamma
+from fastkern._threads import limits_blas
 from fastkern._validation import (CachedParamValidation, check_n_threads, n_threads_constraint,
                                   seeded_random_state)
 
@@ -127,6 +128,7 @@ class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transform
         return self.kernel_spec_.gram(X, Y, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y=None):
         """Draw the landmarks and compute W^(-1/2).
 
@@ -192,6 +194,7 @@ class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transform
         self._n_features_out = k
         return self
 
+    @limits_blas
     def transform(self, X):
         """Map X to the approximate feature space.
 
