@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -209,32 +211,47 @@ def test_every_function_and_estimator_in_children_after_threaded_work(how):
     _run(how, sorted(_cases()), 300)
 
 
-def test_a_fork_child_runs_the_forking_threads_teams_on_one_thread():
-    # In-process: what openmp_threads gives in a child forked from a thread
-    # that ran a team, and from one that did not; a new thread of the child
-    # keeps its threads.
-    from fastkern import _threads
-
+def _forked(child):
+    """The bytes child() returns, run in a child forked from the calling thread."""
     read, write = os.pipe()
-    fastkern.rbf_kernel(np.ones((50, 2)), n_threads=2)
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12 warns of a fork in a process with threads (pytest-xdist's).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:
-        import threading
-
         try:
-            seen = [_threads.openmp_threads(2), fastkern._validation.check_n_threads(3)]
-            box = []
-            thread = threading.Thread(target=lambda: box.append(_threads.openmp_threads(2)))
-            thread.start()
-            thread.join()
-            os.write(write, bytes(seen + box))
+            os.write(write, child())
         finally:
             os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
-        got = list(pipe.read())
+        got = pipe.read()
     os.waitpid(pid, 0)
-    assert got == [1, 1, 2]
+    return list(got)
+
+
+def test_only_a_forking_thread_that_ran_teams_runs_serial_in_the_child():
+    from fastkern import _threads
+    from fastkern._validation import check_n_threads
+
+    def counts():
+        box = []
+        thread = threading.Thread(target=lambda: box.append(_threads.openmp_threads(2)))
+        thread.start()
+        thread.join()
+        # This thread's counts, then a new thread's.
+        return bytes([_threads.openmp_threads(2), check_n_threads(3), check_n_threads(None)]
+                     + box)
+
+    default = _threads.default_n_threads()  # cached here, the same in the children
+    # Forked from a thread that never ran a team: its threads stay.
+    box = []
+    fresh = threading.Thread(target=lambda: box.append(_forked(counts)))
+    fresh.start()
+    fresh.join()
+    assert box == [[2, 3, default, 2]]
+    fastkern.rbf_kernel(np.ones((50, 2)), n_threads=2)
+    assert _forked(counts) == [1, 1, 1, 2]
 
 
 _FORK_DURING_LAPACK = """
