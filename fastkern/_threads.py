@@ -423,7 +423,7 @@ def blas_threads(n_threads, n_rows):
 
 
 # From BLAS_SERIAL_ROWS to below this many rows, the default thread count
-# (n_threads=None) of an estimator method's or a public function's work,
+# (n_threads=None) of an estimator method's work (and center_gram's),
 # OpenMP and BLAS/LAPACK, is also capped by the cores that no other process
 # is running on when it starts (``cores_free``; ``limits_blas`` on methods,
 # ``limits_threads`` on functions).  A threaded
@@ -672,29 +672,21 @@ def limits_blas(method):
     return wrapped
 
 
-def limits_threads(arrays=1):
+def limits_threads(function):
     """limits_blas for a public function whose keyword-only ``n_threads`` bounds its
-    work on the rows of its first ``arrays`` arguments together (mmd_test's X and
-    Y: 2)."""
+    work on the rows of its first argument (center_gram's K)."""
     import inspect
 
-    def decorate(function):
-        parameters = inspect.signature(function).parameters
-        n_threads = parameters.get("n_threads")
-        if n_threads is None or n_threads.kind is not inspect.Parameter.KEYWORD_ONLY:
-            raise TypeError(f"{function.__name__} has no keyword-only n_threads")
-        names = list(parameters)[:arrays]
+    parameter = inspect.signature(function).parameters.get("n_threads")
+    if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+        raise TypeError(f"{function.__name__} has no keyword-only n_threads")
 
-        @functools.wraps(function)
-        def wrapped(*args, **kwargs):
-            rows = sum(_rows((args[i] if i < len(args) else kwargs.get(name),))
-                       for i, name in enumerate(names))
-            return _within_limits(kwargs.get("n_threads"), rows,
-                                  lambda: function(*args, **kwargs))
+    @functools.wraps(function)
+    def wrapped(*args, **kwargs):
+        return _within_limits(kwargs.get("n_threads"), _rows(args),
+                              lambda: function(*args, **kwargs))
 
-        return wrapped
-
-    return decorate
+    return wrapped
 
 
 # interruptible runs fn in place when no array argument holds more values

@@ -30,7 +30,7 @@ def _inplace_view(K):
     return None
 
 
-@limits_threads()
+@limits_threads
 def center_gram(K, *, copy=False, n_threads=None):
     """Double-centre a square Gram matrix: K - 1K/n - K1/n + 1K1/n^2.
 

@@ -75,7 +75,7 @@ from fastkern import _kstats
 from fastkern import _registry
 from fastkern._kernel_api import (KernelSpec, check_kernel_param, resolve_gamma,
                                   string_kernel_params)
-from fastkern._threads import blas_for, limits_threads, threads_for
+from fastkern._threads import blas_for, threads_for
 from fastkern._validation import (_all_finite, check_array_2d, check_int, check_n_threads,
                                   check_option, check_real, result_dtype)
 
@@ -310,7 +310,6 @@ def _chunk_size(n, n_threads):
 # ---------------------------------------------------------------- MMD
 
 
-@limits_threads(2)
 def mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None, *,
              estimator="unbiased", method="permutation", n_permutations=1000,
              random_state=None, n_threads=None):
@@ -575,7 +574,6 @@ def _paired_kernel(A, B, spec):
     return out
 
 
-@limits_threads(2)
 def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                     *, chunk_size=65536, n_threads=None):
     """Linear-time kernel two-sample test (Gretton et al. 2012, section 6).
@@ -678,7 +676,6 @@ def linear_mmd_test(X, Y, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_pa
 # ---------------------------------------------------------------- HSIC
 
 
-@limits_threads(1)
 def hsic_test(X, Y, kernel_x="rbf", kernel_y="rbf", gamma_x=None, gamma_y=None, *,
               kernel_params_x=None, kernel_params_y=None, estimator="unbiased",
               method="permutation", n_permutations=1000, random_state=None, n_threads=None):
