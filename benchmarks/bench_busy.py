@@ -20,11 +20,16 @@ the cell's rounds:
   README's peer, kernlab's kcca, is R);
 * incomplete_cholesky(rbf, rank 200), N = 5000 (no scikit-learn counterpart);
 * rbf_kernel, N = 200 and 2000;
+* issue 47's estimators and functions, without a peer: KernelCCA fit at
+  N = 1500, KernelFDA (3 classes) and KernelSIR fits, Nystroem(300)
+  fit_transform, center_gram (a copy), mmd_test and hsic_test (200
+  permutations) at N = 1500, and KernelPCA(eigen_solver="nystrom", its
+  default landmarks) at N = 2000;
 
 d = 16 (KernelCCA: 5 and 3), gamma = 1/d.  Ratios: default / n_threads=1
 (target <= 1.2 busy, of the fastest calls and of the paired calls) and
 scikit-learn / default (target >= 1.5 busy).  A full run measures for
-about 1.5 minutes on 2 cores.
+about 8 minutes on 2 cores; ``--tasks`` runs some of the tasks.
 
 The paired ratio is the geometric mean, over the rounds, of a round's
 default time over its n_threads=1 time, with its 95% interval; a busy cell
@@ -73,8 +78,19 @@ MAX_ROUNDS = 40
 BUSY_ROUNDS = 60
 # (task, n) pairs of the full run and of --quick.
 FULL = [("kpca", 1000), ("kpca", 2000), ("ridge", 1000), ("ridge", 2000), ("kcca", 300),
-        ("inchol", 5000), ("rbf", 200), ("rbf", 2000)]
-QUICK = [("kpca", 300), ("ridge", 300), ("kcca", 100), ("inchol", 1000), ("rbf", 200)]
+        ("inchol", 5000), ("rbf", 200), ("rbf", 2000), ("kcca", 1500), ("kfda", 1500),
+        ("ksir", 1500), ("nystroem", 1500), ("center", 1500), ("mmd", 1500), ("hsic", 1500),
+        ("kpca_nystrom", 2000)]
+QUICK = [("kpca", 300), ("ridge", 300), ("kcca", 100), ("inchol", 1000), ("rbf", 200),
+         ("kfda", 100), ("ksir", 100), ("nystroem", 100), ("center", 100), ("mmd", 100),
+         ("hsic", 100), ("kpca_nystrom", 200)]
+# Busy rounds of a cell whose one-thread call takes seconds (KernelCCA at
+# N = 1500: 3-4 s on the 2-core machine, 9.5x that on the default threads
+# before issue 47): BUSY_ROUNDS of them would take most of an hour.
+LONG_BUSY_ROUNDS = {("kcca", 1500): 7, ("kpca_nystrom", 2000): 15, ("hsic", 1500): 20,
+                    ("mmd", 1500): 30}
+PERMUTATIONS = 200
+NO_PEER = "not compared here (issue 47: the thread rule only)"
 
 # The competitor: one core's worth of NumPy work until its deadline, or until
 # its parent has gone (a parent killed by a signal cannot run its finally).
@@ -156,6 +172,9 @@ def contestants(task, n, rank):
                                        shrinkage=shrink).fit([X, Y])
         return fns, name, reason
     X, y = S.make_data(n, D)
+    issue47 = _issue47_task(task, X, y)
+    if issue47 is not None:
+        return {"default": issue47(None), "one": issue47(1)}, None, NO_PEER
     if task == "kpca":
         def ours(t):
             return lambda: fastkern.KernelPCA(N_COMPONENTS, kernel="rbf", gamma=gamma,
@@ -180,6 +199,40 @@ def contestants(task, n, rank):
             return lambda: fastkern.rbf_kernel(X, gamma=gamma, n_threads=t)
         peer = lambda: sk_rbf(X, gamma=gamma)  # noqa: E731
     return {"default": ours(None), "one": ours(1), "peer": peer}, "scikit-learn", None
+
+
+def _issue47_task(task, X, y):
+    """ours(n_threads) -> the call, for the tasks without a peer; None for the others."""
+    import fastkern
+
+    gamma = 1.0 / D
+    half = X.shape[0] // 2
+    if task == "kfda":
+        labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+        return lambda t: lambda: fastkern.KernelFDA(kernel="rbf", gamma=gamma,
+                                                    n_threads=t).fit(X, labels)
+    if task == "ksir":
+        return lambda t: lambda: fastkern.KernelSIR(2, gamma=gamma, random_state=0,
+                                                    n_threads=t).fit(X, y)
+    if task == "nystroem":
+        m = min(300, X.shape[0])
+        return lambda t: lambda: fastkern.Nystroem(gamma=gamma, n_components=m, random_state=0,
+                                                   n_threads=t).fit_transform(X)
+    if task == "center":
+        K = fastkern.rbf_kernel(X, gamma=gamma)
+        return lambda t: lambda: fastkern.center_gram(K, copy=True, n_threads=t)
+    if task == "mmd":
+        return lambda t: lambda: fastkern.mmd_test(X[:half], X[half:] + 0.1, gamma=gamma,
+                                                   n_permutations=PERMUTATIONS, random_state=0,
+                                                   n_threads=t)
+    if task == "hsic":
+        return lambda t: lambda: fastkern.hsic_test(X, y[:, None], n_permutations=PERMUTATIONS,
+                                                    random_state=0, n_threads=t)
+    if task == "kpca_nystrom":
+        return lambda t: lambda: fastkern.KernelPCA(N_COMPONENTS, kernel="rbf", gamma=gamma,
+                                                    eigen_solver="nystrom", random_state=0,
+                                                    n_threads=t).fit_transform(X)
+    return None
 
 
 @contextlib.contextmanager
@@ -212,7 +265,7 @@ def measure(task, n, condition, count, budget, rank):
     # whose ratio then swung from 0.5x to 1.5x from one run to the next.
     # Each call waits until this process's own threads are quiet (the peer's
     # OpenBLAS workers spin after its call), as in bench_sizes.
-    rounds = BUSY_ROUNDS if condition == "busy" else 2
+    rounds = LONG_BUSY_ROUNDS.get((task, n), BUSY_ROUNDS) if condition == "busy" else 2
     with recording_load() as readings:
         t = S.interleaved(fns, budget=budget, min_rounds=rounds, max_rounds=max(MAX_ROUNDS, rounds),
                           settle="quiet", retire=PEER_RETIRE, keep=("default", "one"))
@@ -271,6 +324,7 @@ def main(argv=None):
                    help="competitor processes (default: one per core)")
     p.add_argument("--budget", type=float, help="seconds per cell (default 2, --quick 0.1)")
     p.add_argument("--conditions", default="idle,busy", help="idle, busy or both (default)")
+    p.add_argument("--tasks", help="comma-separated tasks of the plan to run (default: all)")
     args = p.parse_args(argv)
     count = args.competitors if args.competitors is not None else (os.cpu_count() or 1)
     if count < 1:
@@ -279,6 +333,12 @@ def main(argv=None):
     if not conditions or set(conditions) - {"idle", "busy"}:
         p.error(f"--conditions: expected idle and/or busy, got {args.conditions!r}")
     plan = QUICK if args.quick else FULL
+    if args.tasks:
+        tasks = [t for t in args.tasks.split(",") if t]
+        unknown = set(tasks) - {task for task, _ in plan}
+        if unknown or not tasks:
+            p.error(f"--tasks: not in the plan: {', '.join(sorted(unknown)) or args.tasks!r}")
+        plan = [(task, n) for task, n in plan if task in tasks]
     budget = args.budget or (0.1 if args.quick else 2.0)
     rank = 50 if args.quick else RANK
 
@@ -323,6 +383,8 @@ def main(argv=None):
                 "n_components": N_COMPONENTS, "alpha": ALPHA, "rank": rank,
                 "competitors": count, "conditions": conditions, "budget_s": budget,
                 "peer_retire": PEER_RETIRE, "busy_rounds": BUSY_ROUNDS,
+                "long_busy_rounds": [[t, n, r] for (t, n), r in LONG_BUSY_ROUNDS.items()],
+                "permutations": PERMUTATIONS,
                 "targets": {"default_over_one_max": TARGET_THREADS,
                             "peer_over_default_min": TARGET_SKLEARN},
                 "elapsed_s": elapsed}

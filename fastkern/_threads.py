@@ -15,6 +15,9 @@ One module owns the thread policy:
   (no other module calls threadpoolctl: tests/test_architecture.py);
 - ``share_of_cores``: a Dask task's threads, the host's cores shared among
   the tasks running on it;
+- ``openmp_threads``: one thread in a forked child's forking thread, whose
+  OpenMP pool is the parent's (every count for the compiled loops comes
+  through it);
 - fastkern's OpenMP threads sleep when idle instead of spinning (set before
   the OpenMP runtime loads, below), so they do not take the cores from
   BLAS, from the other processes of a busy machine or from a grid search's
@@ -420,9 +423,10 @@ def blas_threads(n_threads, n_rows):
 
 
 # From BLAS_SERIAL_ROWS to below this many rows, the default thread count
-# (n_threads=None) of an estimator method's work, OpenMP and BLAS/LAPACK, is
-# also capped by the cores that no other process is running on when the
-# method starts (``cores_free``, ``limits_blas``).  A threaded
+# (n_threads=None) of an estimator method's work (and center_gram's),
+# OpenMP and BLAS/LAPACK, is also capped by the cores that no other process
+# is running on when it starts (``cores_free``; ``limits_blas`` on methods,
+# ``limits_threads`` on functions).  A threaded
 # LAPACK call, or ARPACK's hundreds of threaded products, waits for a
 # descheduled thread at every step on a busy machine: with one busy process
 # per core (2 cores), KernelPCA at N=1000 (ARPACK) took 461 ms (median of
@@ -531,18 +535,76 @@ def cores_free():
 _default_cap = contextvars.ContextVar("fastkern_default_cap", default=None)
 
 
-def default_threads_now():
-    """What n_threads=None means here and now: default_n_threads(), at most the
-    cap an estimator method set for its work on a busy machine (limits_blas)."""
+def _default_count():
     cap = _default_cap.get()
     n = default_n_threads()
     return n if cap is None else max(1, min(n, cap))
 
 
+def default_threads_now():
+    """What n_threads=None means here and now for fastkern's OpenMP loops:
+    default_n_threads(), at most the cap an estimator method set for its work
+    on a busy machine (limits_blas), and 1 where a team would hang
+    (openmp_threads)."""
+    return openmp_threads(_default_count())
+
+
+# The ident of the thread that forked this process, when that thread had been
+# given an OpenMP team of several threads before the fork: see openmp_threads.
+_stale_pool_thread = None
+# Per Python thread: ``team`` is set once the thread was given a count above 1.
+_given_team = threading.local()
+
+
+def openmp_threads(n_threads):
+    """The thread count a parallel region started from this thread may use: n_threads,
+    or 1 in a forked child's forking thread after that thread ran teams in the parent.
+
+    GNU OpenMP keeps a thread's pool of team threads in that thread's own
+    storage and does not handle fork: in the child, the forking thread's pool
+    still lists the parent's workers, which do not exist there, and its next
+    region of more than one thread waits for them for ever (after any
+    threaded call, ``os.fork()`` then a Gram in the child hung, and so did a
+    ``multiprocessing`` fork Pool's and joblib's multiprocessing workers,
+    which run their tasks in that thread).  A region of one thread does not
+    touch the pool, and other threads of the child, made after the fork, get
+    pools of their own: only the forking thread runs serial, and results do
+    not depend on the thread count.  Every count fastkern hands to its
+    compiled loops comes through here (``check_n_threads``,
+    ``default_threads_now``), which also records that the thread may own a
+    pool, so a child forked from a thread that never ran a team keeps its
+    threads.
+    """
+    if n_threads > 1:
+        if _stale_pool_thread is not None and threading.get_ident() == _stale_pool_thread:
+            return 1
+        _given_team.team = True
+    return n_threads
+
+
+def _after_fork_in_child():
+    global _stale_pool_thread, _controller_lock, _workers_lock
+    # The forking thread's thread-local data survive the fork; its flag stays
+    # set, so a grandchild forked from it is treated the same.
+    if getattr(_given_team, "team", False):
+        _stale_pool_thread = threading.get_ident()
+    # The locks may have been held by threads that do not exist here, and
+    # the LAPACK workers interruptible waits for are gone: their limits are
+    # released by the next blas_limit (_wait_for_workers).
+    _controller_lock = threading.Lock()
+    _workers_lock = threading.Lock()
+    _limits._lock = threading.Lock()
+    _workers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def blas_for(n_threads, n_rows):
     """Context manager holding BLAS/LAPACK to :func:`blas_threads` for an estimator's
     work on n_rows samples (n_threads validated, None: default_threads_now())."""
-    return blas_limit(blas_threads(default_threads_now() if n_threads is None else n_threads,
+    return blas_limit(blas_threads(_default_count() if n_threads is None else n_threads,
                                    n_rows))
 
 
@@ -565,38 +627,64 @@ def _rows(args):
         return 0
 
 
+def _within_limits(n_threads, rows, call):
+    """call() with BLAS/LAPACK held to n_threads, or to one thread for fewer than
+    BLAS_SERIAL_ROWS rows, and n_threads=None inside it meaning at most n_threads
+    (default_threads_now); with the default on a busy machine, at most the
+    cores free (LOAD_AWARE_ROWS)."""
+    # An invalid n_threads runs with the default here: the caller's parameter
+    # validation rejects it with its own message.
+    valid = (isinstance(n_threads, numbers.Integral)
+             and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
+    cap = None
+    if valid:
+        # What the call runs on the default threads (gamma="median"'s
+        # distances, a helper given n_threads=None) stays within its count too.
+        cap = int(n_threads)
+    elif (n_threads is None and _default_cap.get() is None
+            and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS and default_n_threads() > 1):
+        # Short work on the default threads: none on the cores other
+        # processes are running on (LOAD_AWARE_ROWS), for the call's OpenMP
+        # loops and its BLAS/LAPACK calls alike.  Inside another such call
+        # (fit_transform's fit, a solver's Nystroem) the enclosing cap holds:
+        # one reading per call of the user's.
+        cap = cores_free()
+    token = _default_cap.set(cap) if cap is not None else None
+    try:
+        with blas_for(int(n_threads) if valid else None, rows):
+            return call()
+    finally:
+        if token is not None:
+            _default_cap.reset(token)
+
+
 def limits_blas(method):
-    """Run an estimator method with BLAS/LAPACK held to ``self.n_threads``, or to
-    one thread when its data (the first argument) has few rows; n_threads=None
-    inside it means at most ``self.n_threads`` (default_threads_now)."""
+    """Run an estimator method within its threads (_within_limits): BLAS/LAPACK
+    held to ``self.n_threads``, or to one thread when its data (the first
+    argument) has few rows; n_threads=None inside it means at most
+    ``self.n_threads``, and on a busy machine the cores free."""
 
     @functools.wraps(method)
     def wrapped(self, *args, **kwargs):
-        n_threads = self.n_threads
-        # An invalid n_threads runs with the default here: the method's
-        # parameter validation rejects it with the estimator's message.
-        valid = (isinstance(n_threads, numbers.Integral)
-                 and not isinstance(n_threads, bool) and 1 <= n_threads <= MAX_THREADS)
-        rows = _rows(args)
-        cap = None
-        if valid:
-            # What the method runs on the default threads (gamma="median"'s
-            # distances, a helper given n_threads=None) stays within the
-            # estimator's count too.
-            cap = int(n_threads)
-        elif (n_threads is None and BLAS_SERIAL_ROWS <= rows < LOAD_AWARE_ROWS
-                and default_n_threads() > 1):
-            # Short work on the default threads: none on the cores other
-            # processes are running on (LOAD_AWARE_ROWS), for the method's
-            # OpenMP loops and its BLAS/LAPACK calls alike.
-            cap = cores_free()
-        token = _default_cap.set(cap) if cap is not None else None
-        try:
-            with blas_for(int(n_threads) if valid else None, rows):
-                return method(self, *args, **kwargs)
-        finally:
-            if token is not None:
-                _default_cap.reset(token)
+        return _within_limits(self.n_threads, _rows(args),
+                              lambda: method(self, *args, **kwargs))
+
+    return wrapped
+
+
+def limits_threads(function):
+    """limits_blas for a public function whose keyword-only ``n_threads`` bounds its
+    work on the rows of its first argument (center_gram's K)."""
+    import inspect
+
+    parameter = inspect.signature(function).parameters.get("n_threads")
+    if parameter is None or parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+        raise TypeError(f"{function.__name__} has no keyword-only n_threads")
+
+    @functools.wraps(function)
+    def wrapped(*args, **kwargs):
+        return _within_limits(kwargs.get("n_threads"), _rows(args),
+                              lambda: function(*args, **kwargs))
 
     return wrapped
 

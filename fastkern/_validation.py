@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from fastkern import _gram, _openmp
-from fastkern._threads import MAX_THREADS, default_threads_now
+from fastkern._threads import MAX_THREADS, default_threads_now, openmp_threads
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
@@ -25,14 +25,15 @@ _COMPILED_FINITE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def check_n_threads(n_threads):
-    """Normalise n_threads: None means _threads.default_threads_now()."""
+    """Normalise n_threads: None means _threads.default_threads_now(); the count
+    returned is what fastkern's OpenMP loops may use (_threads.openmp_threads)."""
     if n_threads is None:
         return default_threads_now()
     if type(n_threads) is int and 1 <= n_threads <= MAX_THREADS:
         # The common case without the abstract-class checks below.
         if n_threads > 1:
             _warn_if_serial(n_threads)
-        return n_threads
+        return openmp_threads(n_threads)
     if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, numbers.Integral):
         raise TypeError(f"n_threads must be None or a positive integer, got {n_threads!r}")
     if n_threads < 1:
@@ -41,7 +42,7 @@ def check_n_threads(n_threads):
         raise ValueError(f"n_threads must be at most {MAX_THREADS}, got {n_threads}")
     if n_threads > 1:
         _warn_if_serial(n_threads)
-    return int(n_threads)
+    return openmp_threads(int(n_threads))
 
 
 _serial_warned = False

@@ -84,7 +84,7 @@ from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, ke
                                   resolve_gamma, structured_kernel, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._linalg import serial_blas
-from fastkern._threads import interruptible
+from fastkern._threads import interruptible, limits_blas
 from fastkern._validation import CachedParamValidation, check_int, check_n_threads, check_real
 from fastkern.centering import center_gram
 from fastkern.lowrank import factor
@@ -329,6 +329,7 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
     # ------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y):
         """Fit on the two views X and y.
 
@@ -519,6 +520,7 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         offset = self._x_offset if view == "x" else self._y_offset
         return Kt_coef - offset
 
+    @limits_blas
     def transform(self, X, y=None):
         """Compute the canonical variates of X, and of y when given.
 
@@ -552,6 +554,7 @@ class KernelCCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
             y = self._check_precomputed(y, "y", _view_params(self, "y")["kernel"], n_train)
             return Xc, self._variates("y", y, n_threads)
 
+    @limits_blas
     def fit_transform(self, X, y=None):
         """Fit, then return the training variates of X: ``fit(X, y).transform(X)``.
 

@@ -5,7 +5,7 @@ from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transf
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern import _centering
-from fastkern._threads import threads_for
+from fastkern._threads import limits_blas, limits_threads, threads_for
 from fastkern._validation import (CachedParamValidation, check_n_threads, check_square,
                                   n_threads_constraint, result_dtype)
 from fastkern.pairwise import PackedUpperGram
@@ -30,6 +30,7 @@ def _inplace_view(K):
     return None
 
 
+@limits_threads
 def center_gram(K, *, copy=False, n_threads=None):
     """Double-centre a square Gram matrix: K - 1K/n - K1/n + 1K1/n^2.
 
@@ -350,6 +351,7 @@ class KernelCenterer(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Tra
         return K
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, K, y=None):
         """Record the column means and the grand mean of a training Gram matrix.
 
@@ -376,6 +378,7 @@ class KernelCenterer(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Tra
         self.K_fit_rows_, self.K_fit_all_ = _centering.column_means(Kc, n_threads)
         return self
 
+    @limits_blas
     def transform(self, K, copy=True):
         """Centre a Gram matrix with the training means.
 
@@ -399,6 +402,7 @@ class KernelCenterer(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Tra
         return Kc
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit_transform(self, K, y=None, copy=True):
         """Fit on K and centre it.
 

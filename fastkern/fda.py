@@ -23,7 +23,7 @@ from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._linalg import serial_blas
-from fastkern._threads import interruptible
+from fastkern._threads import interruptible, limits_blas
 from fastkern._validation import (CachedParamValidation, check_int, check_real,
                                   n_threads_constraint)
 from fastkern.centering import center_gram
@@ -268,6 +268,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
     # ------------------------------------------------------------------ fit
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y):
         """Fit the discriminant directions and the class centroids.
 
@@ -449,6 +450,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
                                              n_threads=self.n_threads)
             return Kt_coef - self.K_fit_rows_ @ self.dual_coef_
 
+    @limits_blas
     def transform(self, X):
         """Project X on the first n_components_ discriminant directions.
 
@@ -472,6 +474,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
 
     # ------------------------------------------------------------ classifier
 
+    @limits_blas
     def decision_function(self, X):
         """Compute the scores -||z(x) - centroid_c||^2 / 2 of every class.
 
@@ -500,6 +503,7 @@ class KernelFDA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Classifi
             return scores[:, 1] - scores[:, 0]
         return scores
 
+    @limits_blas
     def predict(self, X):
         """Predict the class of the nearest centroid in the discriminant space.
 

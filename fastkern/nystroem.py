@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fastkern._kernel_api import KernelSpec, is_precomputed, kernel_constraints, resolve_gamma
+from fastkern._threads import limits_blas
 from fastkern._validation import (CachedParamValidation, check_n_threads, n_threads_constraint,
                                   seeded_random_state)
 
@@ -127,6 +128,7 @@ class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transform
         return self.kernel_spec_.gram(X, Y, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y=None):
         """Draw the landmarks and compute W^(-1/2).
 
@@ -184,14 +186,26 @@ class Nystroem(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transform
         W = np.asarray(W)
         if W.dtype not in (np.float32, np.float64):
             W = W.astype(np.float64)
-        U, S, Vt = np.linalg.svd(W)
-        S = np.maximum(S, 1e-12)
-        self.normalization_ = (U / np.sqrt(S)) @ Vt
+        if np.array_equal(W, W.T):
+            # scikit-learn's U S^(-1/2) V^T from the SVD of W, through the
+            # eigendecomposition W = Q L Q^T: S = |L|, V = U sign(L) (LAPACK's
+            # SVD keeps the sign of a -0.0, as signbit does).  A symmetric
+            # eigensolver is several times faster than the SVD, and its
+            # threads wait less on a busy machine.
+            values, Q = np.linalg.eigh(W)
+            scale = (np.where(np.signbit(values), -1.0, 1.0)
+                     / np.sqrt(np.maximum(np.abs(values), 1e-12)))
+            self.normalization_ = (Q * scale.astype(Q.dtype, copy=False)) @ Q.T
+        else:  # a callable kernel or a precomputed K that is not symmetric
+            U, S, Vt = np.linalg.svd(W)
+            S = np.maximum(S, 1e-12)
+            self.normalization_ = (U / np.sqrt(S)) @ Vt
         self.components_ = basis
         self.component_indices_ = inds
         self._n_features_out = k
         return self
 
+    @limits_blas
     def transform(self, X):
         """Map X to the approximate feature space.
 

@@ -28,7 +28,7 @@ from fastkern._kernel_api import (KernelSpec, is_precomputed, kernel_constraints
                                   resolve_gamma, validate_input)
 from fastkern._operator import cross_kernel_times
 from fastkern._linalg import serial_blas
-from fastkern._threads import blas_for, interruptible
+from fastkern._threads import blas_for, interruptible, limits_blas
 from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
                                   n_threads_constraint, seeded_random_state)
 from fastkern.centering import center_gram
@@ -181,6 +181,7 @@ class SlicedInverseRegression(CachedParamValidation, ClassNamePrefixFeaturesOutM
         self.n_threads = n_threads
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y):
         """Fit the e.d.r. directions.
 
@@ -243,6 +244,7 @@ class SlicedInverseRegression(CachedParamValidation, ClassNamePrefixFeaturesOutM
     def _n_features_out(self):
         return self.directions_.shape[1]
 
+    @limits_blas
     def transform(self, X):
         """Project X on the e.d.r. directions.
 
@@ -457,6 +459,7 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         return self.kernel_spec_.gram(X, Y, out=out, n_threads=self.n_threads)
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @limits_blas
     def fit(self, X, y):
         """Fit the kernel SIR directions.
 
@@ -626,6 +629,7 @@ class KernelSIR(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
     def _n_features_out(self):
         return self.dual_coef_.shape[1]
 
+    @limits_blas
     def transform(self, X):
         """Project X on the kernel SIR directions.
 

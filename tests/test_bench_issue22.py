@@ -231,6 +231,18 @@ def test_busy_judges_the_fastest_and_the_paired_calls_not_the_medians():
     assert bench.readings_text({}) == "-"
 
 
+@pytest.mark.filterwarnings("ignore:incomplete_cholesky stopped at max_rank")  # its tol=0
+def test_busy_runs_every_task_of_its_plan_quickly_and_a_chosen_few():
+    bench = _import_from(BENCH, "bench_busy")
+    assert {t for t, _ in bench.FULL} == {t for t, _ in bench.QUICK}
+    for task, n in bench.QUICK:
+        fns, _, _ = bench.contestants(task, n, 10)
+        for name in ("default", "one"):
+            fns[name]()
+    with pytest.raises(SystemExit):
+        bench.main(["--quick", "--tasks", "kpca,nope"])
+
+
 def test_busy_counts_every_reading_of_the_load_and_restores_the_reader():
     bench = _import_from(BENCH, "bench_busy")
     from fastkern import _threads

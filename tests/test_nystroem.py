@@ -225,3 +225,20 @@ def test_gamma_scale_and_median_resolved_once_at_fit(fmt):
         Nystroem(gamma="auto").fit(X)
     with pytest.raises(ValueError, match="callable"):
         Nystroem(kernel=_sq_callable, gamma="scale").fit(X)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_precomputed_gram_symmetric_or_not_gives_sklearns_svd_formula(symmetric):
+    # A symmetric landmark block goes through an eigendecomposition, any
+    # other through the SVD: both give scikit-learn's U S^(-1/2) V^T.
+    K = rbf_kernel(X_TRAIN, gamma=0.7)
+    if not symmetric:
+        K = K + 0.05 * np.triu(np.random.default_rng(11).uniform(size=K.shape), 1)
+    ours = Nystroem("precomputed", n_components=20, random_state=3).fit(K)
+    inds = ours.component_indices_
+    U, S, Vt = np.linalg.svd(K[np.ix_(inds, inds)])
+    expected = (U / np.sqrt(np.maximum(S, 1e-12))) @ Vt
+    scale = np.abs(expected).max()
+    assert_allclose(ours.normalization_, expected, rtol=1e-7, atol=1e-9 * scale)
+    assert_allclose(ours.transform(K[:7]), K[:7][:, inds] @ expected.T, rtol=1e-7,
+                    atol=1e-9 * scale)

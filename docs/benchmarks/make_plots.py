@@ -249,7 +249,9 @@ SCRIPT_TASKS = {"kpca": "KernelPCA", "ridge": "KernelRidge", "rbf": "rbf_kernel"
                 "product": "KernelPCA's block product (8 columns)",
                 "kcca": "KernelCCA", "inchol": "incomplete Cholesky",
                 "kpca_pipeline": "KernelPCA + LogisticRegression",
-                "kpca_auto": "eigen_solver='auto'"}
+                "kpca_auto": "eigen_solver='auto'", "kfda": "KernelFDA", "ksir": "KernelSIR",
+                "nystroem": "Nystroem", "center": "center_gram", "mmd": "mmd_test",
+                "hsic": "hsic_test", "kpca_nystrom": "KernelPCA, eigen_solver='nystrom'"}
 
 
 def script_kind(doc):
