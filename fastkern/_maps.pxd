@@ -54,6 +54,7 @@ cdef extern from "fk_maps.h" nogil:
         FK_P_COEF0
         FK_P_DEGREE
         FK_P_ORDER
+        FK_P_LOG_GAMMA
         FK_N_PARAMS
     const char *fk_param_name(int slot)
     double fk_param_default(int slot)

@@ -280,7 +280,18 @@ _KERNLAB = "https://cran.r-project.org/package=kernlab"
 
 
 def _rq_args(p):
-    return {"gamma": 1.0 / (2.0 * p["alpha"] * p["length_scale"] ** 2), "degree": p["alpha"]}
+    """gamma = 1 / (2 alpha l^2), and its logarithm for the map's terms where
+    gamma d2 (or gamma itself: l = 1e-200) is past the double range.  A
+    2 alpha l^2 past it (l = 1e200) is inf: gamma 0, the kernel 1."""
+    import math
+    import sys
+
+    alpha, length_scale = p["alpha"], p["length_scale"]
+    log_gamma = -(math.log(2.0) + math.log(alpha) + 2.0 * math.log(length_scale))
+    scale = 2.0 * alpha * (length_scale * length_scale)
+    # A subnormal 2 alpha l^2 has lost bits: the logarithm takes over.
+    gamma = 1.0 / scale if scale >= sys.float_info.min else math.inf
+    return {"gamma": gamma, "degree": alpha, "log_gamma": log_gamma}
 
 
 KERNELS = (
@@ -350,8 +361,8 @@ KERNELS = (
                Param("length_scale", 1.0, "The length scale l (> 0).", low=0.0,
                      low_inclusive=False)),
               "sqdist", "rational_quadratic", _ALL, True,
-              lambda d2, alpha, length_scale: (1 + d2 / (2 * alpha * length_scale ** 2))
-              ** -alpha,
+              lambda d2, alpha, length_scale:
+              (1 + d2 / (2 * alpha * (length_scale * length_scale))) ** -alpha,
               aliases=("rq",), class_name="RationalQuadratic", compiled_args=_rq_args,
               description="scikit-learn's ``gaussian_process.kernels.RationalQuadratic"
               "(length_scale, alpha)``: a scale mixture of RBF kernels of different "

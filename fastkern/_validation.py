@@ -100,7 +100,12 @@ def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
             return None
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            # 10**400: no float64 holds it (float() raised a bare OverflowError).
+            raise ValueError(f"{name} must be finite in float64 (magnitude at most "
+                             f"{np.finfo(np.float64).max:.6g}), got {str(value)[:20]}...") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value < low or (value == low and not low_inclusive)):

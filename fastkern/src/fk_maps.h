@@ -15,6 +15,7 @@
 #ifndef FK_MAPS_H
 #define FK_MAPS_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -521,7 +522,8 @@ static int fk_kind_geometry(int kind)
     X(GAMMA, "gamma", 1.0)           \
     X(COEF0, "coef0", 0.0)           \
     X(DEGREE, "degree", 1.0)         \
-    X(ORDER, "order", 0.0)
+    X(ORDER, "order", 0.0)           \
+    X(LOG_GAMMA, "log_gamma", 0.0)
 
 #define FK_PARAM_ENUM(id, name, value) FK_P_##id,
 enum fk_param { FK_PARAMS(FK_PARAM_ENUM) FK_N_PARAMS };
@@ -549,6 +551,22 @@ static double fk_param_default(int slot)
  * each kernel's registry entry (compiled_args) says what its slots hold.  One switch per row: the loop of each case is tight and vectorisable
  * (float: the float32 direct path's distances; mapped in double where the
  * kernel needs it, rounded once). */
+/* log(1 + gamma d2) of the rational quadratic kernel where gamma d2 is past
+ * the double range (alpha tiny, the distance large: the kernel is near 1, not
+ * 0) or gamma itself is (a length scale of 1e-200: then gamma is inf and
+ * p[FK_P_LOG_GAMMA] holds log gamma). */
+FK_INLINE double fk_rq_log1p(double d2, double gamma, const double *FK_RESTRICT p)
+{
+    double t = gamma * d2;
+    if (t <= DBL_MAX)
+        return log1p(t);
+    if (d2 == 0.0)
+        return 0.0;
+    double lt = log(d2) + p[FK_P_LOG_GAMMA];
+    /* Past e^37, 1 + t is t in double. */
+    return lt > 37.0 ? lt : log1p(exp(lt));
+}
+
 static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind,
                             const double *FK_RESTRICT p)
 {
@@ -559,7 +577,7 @@ static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind,
         break;
     case FK_K_RATIONAL_QUADRATIC:
         /* (1 + gamma d2)^-alpha, gamma = 1 / (2 alpha l^2), alpha in degree. */
-        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * log1p(gamma * g[j]));
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * fk_rq_log1p(g[j], gamma, p));
         break;
     default:
         break;
@@ -576,7 +594,7 @@ static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind,
         break;
     case FK_K_RATIONAL_QUADRATIC:
         for (ptrdiff_t j = 0; j < n; j++)
-            g[j] = (float)exp(-degree * log1p(gamma * (double)g[j]));
+            g[j] = (float)exp(-degree * fk_rq_log1p((double)g[j], gamma, p));
         break;
     default:
         break;
