@@ -105,7 +105,8 @@ def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
         except OverflowError:
             # 10**400: no float64 holds it (float() raised a bare OverflowError).
             raise ValueError(f"{name} must be finite in float64 (magnitude at most "
-                             f"{np.finfo(np.float64).max:.6g}), got {str(value)[:20]}...") from None
+                             f"{np.finfo(np.float64).max:.6g}), got {str(value)[:20]}...") \
+                from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value < low or (value == low and not low_inclusive)):
@@ -124,7 +125,9 @@ def _all_finite(A):
     with np.errstate(over="ignore", invalid="ignore"):
         if np.isfinite(np.sum(A, dtype=np.float64)):
             return True
-    flat = A.reshape(-1) if A.flags.c_contiguous or A.flags.f_contiguous else None
+    # A 1-D array reshapes to a view whatever its strides (a strided y had no shape[1]).
+    flat = (A.reshape(-1) if A.ndim == 1 or A.flags.c_contiguous or A.flags.f_contiguous
+            else None)
     if flat is not None:
         return all(np.isfinite(flat[i:i + _FINITE_CHUNK]).all()
                    for i in range(0, flat.size, _FINITE_CHUNK))
@@ -157,6 +160,33 @@ def _as_float(original, A, name):
         raise ValueError(f"{name} must be numeric: {exc}") from None
 
 
+def check_float64_range(A, name):
+    """Raise ValueError naming `name` if A (array or sparse) has a float dtype
+    wider than float64 (long double) holding values past float64's range:
+    fastkern computes in float64, where the cast makes them inf (a long
+    double 1e400 passed the finiteness checks and gave NaN predictions)."""
+    dtype = getattr(A, "dtype", None)
+    if dtype is None or dtype.kind != "f" or dtype.itemsize <= 8:
+        return
+    values = A.data if hasattr(A, "tocsr") else np.asarray(A)
+    if values.size and max(values.max(), -values.min()) > np.finfo(np.float64).max:
+        raise ValueError(f"{name} holds values past float64's range (largest magnitude "
+                         f"{np.format_float_scientific(max(values.max(), -values.min()), 3)}): "
+                         "fastkern computes in "
+                         "float64")
+
+
+def scale_exponent(A, bound=400):
+    """e with max |A| = m 2^e, 0.5 <= m < 1, when e is outside [-bound, bound]
+    (the squares of A's values would leave float64), else 0: A 2^-e, exact,
+    has the same ratios with values near 1.  A: dense, or scipy sparse."""
+    values = A.data if hasattr(A, "tocsr") else np.asarray(A)
+    if not values.size:
+        return 0
+    e = math.frexp(float(max(values.max(), -values.min())))[1]
+    return e if abs(e) > bound else 0
+
+
 def check_array_2d(A, name, *, finite=True):
     """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
     if hasattr(A, "tocsr") or hasattr(A, "todense"):
@@ -170,6 +200,7 @@ def check_array_2d(A, name, *, finite=True):
     _check_numeric_2d_nonempty(A, name)
     if finite and A.dtype.kind == "f" and not _all_finite(A):
         raise ValueError(f"{name} contains NaN or infinity")
+    check_float64_range(A, name)
     return A
 
 
@@ -327,6 +358,7 @@ def check_sparse_2d(A, name, dtype, *, canonical=True):
     """
     _check_numeric_2d_nonempty(A, name)
     A = A.tocsr()
+    check_float64_range(A, name)
     if A.dtype != dtype:
         A = A.astype(dtype)
     if A.dtype.kind == "f" and A.data.size and not _all_finite(A.data):

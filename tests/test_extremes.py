@@ -9,6 +9,8 @@ skip), or the kernel's closed-form limit.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastkern
 import fastkern.kernels as fk_kernels
@@ -74,3 +76,130 @@ def test_rational_quadratic_tends_to_the_rbf_kernel_as_alpha_grows():
     d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=-1)
     K = fastkern.rational_quadratic_kernel(X, alpha=1e300, length_scale=0.7)
     np.testing.assert_allclose(K, np.exp(-d2 / (2 * 0.7 ** 2)), rtol=1e-12)
+
+
+# ------------------------------------------------ gamma="scale" and estimate_gamma
+
+@pytest.mark.parametrize("make", [np.asarray, sp.csr_matrix], ids=["dense", "csr"])
+@pytest.mark.parametrize("value", [0.1, 0.0, -3.7e-5])
+def test_gamma_scale_of_constant_data_is_one(make, value):
+    # The variance of a constant column of 0.1 came out as a rounding residue:
+    # gamma 1.69e30 dense, 5.0e14 CSR (E[x^2] - E[x]^2).
+    from fastkern._kernel_api import resolve_gamma
+
+    C = np.full((50, 3), value)
+    assert resolve_gamma("scale", make(C)) == 1.0
+    model = fastkern.KernelRidge(kernel="rbf", gamma="scale").fit(make(C), np.arange(50.0))
+    assert model.gamma_ == 1.0
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+@pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150])
+def test_gamma_scale_matches_numpys_variance_at_any_scale(scale, offset):
+    from fastkern._kernel_api import resolve_gamma
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 5))
+    if offset:
+        X += offset  # E[x^2] - E[x]^2 loses 8 digits to it
+    else:
+        X[rng.random(X.shape) < 0.5] = 0.0
+    X *= scale
+    # Reference: the variance of the exactly rescaled data (a power of two).
+    e = int(np.frexp(scale)[1])
+    ref = np.ldexp(1.0 / (5 * np.ldexp(X, -e).var()), -2 * e)
+    for A in (X, sp.csr_matrix(X)):
+        np.testing.assert_allclose(resolve_gamma("scale", A), ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_gamma_scale_past_float64_is_an_error(scale):
+    # X * 1e200 gave gamma 0 (a kernel of ones), X * 1e-200 gamma inf.
+    from fastkern._kernel_api import resolve_gamma
+
+    X = np.random.default_rng(4).normal(size=(20, 3)) * scale
+    for A in (X, sp.csr_matrix(X)):
+        with pytest.raises(ValueError, match="gamma='scale'.*past float64's range"):
+            resolve_gamma("scale", A)
+
+
+def _median_gamma_reference(X):
+    """1 / the median of the squared distances of distinct rows, by NumPy."""
+    i, j = np.triu_indices(X.shape[0], k=1)
+    d2 = ((X[i] - X[j]) ** 2).sum(axis=1)
+    return 1.0 / np.median(d2[d2 != 0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(-150, 150))
+def test_estimate_gamma_is_scale_invariant(log10_scale):
+    # X * 1e-200 said "every sampled pair of rows of X is identical": the
+    # squared distances underflowed to 0.  A power of two scales X exactly,
+    # so gamma(X 2^k) = gamma(X) 2^-2k to the last bit.
+    from fastkern._gamma import median_gamma
+
+    X = np.random.default_rng(5).normal(size=(30, 3))
+    k = int(round(log10_scale * np.log2(10.0)))
+    base = _median_gamma_reference(X)
+    expected = np.ldexp(base, -2 * k)
+    Xs = np.ldexp(X, k)
+    np.testing.assert_allclose(fastkern.estimate_gamma(Xs).gamma, expected, rtol=1e-14)
+    np.testing.assert_allclose(median_gamma(sp.csr_matrix(Xs)), expected, rtol=1e-14)
+    np.testing.assert_allclose(
+        fastkern.estimate_gamma(Xs, "sigest", random_state=0, scaled=True).quantiles,
+        fastkern.estimate_gamma(X, "sigest", random_state=0, scaled=True).quantiles,
+        rtol=1e-13)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_estimate_gamma_past_float64_says_so(scale):
+    X = np.random.default_rng(6).normal(size=(20, 3)) * scale
+    with pytest.raises(ValueError, match="past float64's range"):
+        fastkern.estimate_gamma(X)
+
+
+# ------------------------------------------------------------------- SIR
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200, 1e300])
+@pytest.mark.parametrize("make", [np.asarray, sp.csr_matrix], ids=["dense", "csr"])
+def test_sliced_inverse_regression_does_not_depend_on_the_scale_of_x(scale, make):
+    # X * 1e200 overflowed the covariance, X * 1e-200 underflowed it: both
+    # said "X has zero variance".
+    from fastkern.sir import SlicedInverseRegression
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=60)
+    ref = SlicedInverseRegression(n_directions=2).fit(X, y)
+    model = SlicedInverseRegression(n_directions=2).fit(make(X * scale), y)
+    np.testing.assert_allclose(model.directions_, ref.directions_, atol=1e-13)
+    np.testing.assert_allclose(model.eigenvalues_, ref.eigenvalues_, atol=1e-13)
+
+
+# --------------------------------------------------------- long double input
+
+@needs_wide
+def test_long_double_past_float64_is_rejected_naming_the_argument():
+    # A long double 1e400 passed validation, became inf in float64 and
+    # KernelRidge predicted 40 NaN.
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(40, 2)).astype(np.longdouble)
+    y = np.arange(40.0)
+    ok = X.copy()
+    X[3, 1] = np.longdouble("1e400")
+    with pytest.raises(ValueError, match="^X holds values past float64's range"):
+        fastkern.rbf_kernel(X)
+    with pytest.raises(ValueError, match="^Y holds values past float64's range"):
+        fastkern.rbf_kernel(ok, X)
+    with pytest.raises(ValueError, match="^X holds values past float64's range"):
+        fastkern.rbf_kernel(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match="^X holds values past float64's range"):
+        fastkern.KernelRidge(kernel="rbf").fit(X, y)
+    model = fastkern.KernelRidge(kernel="rbf").fit(ok, y)
+    with pytest.raises(ValueError, match="^X holds values past float64's range"):
+        model.predict(X)
+    with pytest.raises(ValueError, match="^y holds values past float64's range"):
+        fastkern.KernelRidge(kernel="rbf").fit(ok, X[:, 1].copy())
+    # Long double within float64's range is its float64 value.
+    np.testing.assert_allclose(model.predict(ok), model.predict(ok.astype(np.float64)),
+                               rtol=1e-15)
