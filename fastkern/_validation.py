@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 
-from fastkern import _gram, _openmp
+from fastkern import _gram, _openmp, _sparse
 from fastkern._threads import MAX_THREADS, default_threads_now
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
 _FINITE_CHUNK = 1 << 20
-# The dtypes _gram.all_finite scans.
+# The dtypes _gram.all_finite and _sparse.max_abs scan.
 _COMPILED_FINITE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -115,8 +115,13 @@ def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
     return value
 
 
+def _compiled(A):
+    """Whether the compiled scans (_gram.all_finite, _sparse.max_abs) take A."""
+    return A.dtype in _COMPILED_FINITE and (A.flags.c_contiguous or A.flags.f_contiguous)
+
+
 def _all_finite(A):
-    if A.dtype in _COMPILED_FINITE and (A.flags.c_contiguous or A.flags.f_contiguous):
+    if _compiled(A):
         # A compiled scan of the values' bits: numpy's sum below and its
         # errstate were a tenth of a 200-row Gram's fixed cost.
         return _gram.all_finite(A.ravel(order="K"))
@@ -189,6 +194,13 @@ def scale_exponent(A, bound=400):
 
 def check_array_2d(A, name, *, finite=True):
     """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
+    return _check_array_2d(A, name, finite, False)[0]
+
+
+def _check_array_2d(A, name, finite, largest):
+    """(check_array_2d's A, with ``largest`` the largest |value| of A where
+    the finiteness scan can give it (_sparse.max_abs, one scan for both),
+    else None)."""
     if hasattr(A, "tocsr") or hasattr(A, "todense"):
         raise TypeError(f"{name} is a sparse matrix; this computation needs a dense array")
     original = A
@@ -198,10 +210,17 @@ def check_array_2d(A, name, *, finite=True):
     if A.dtype.kind in "OUS":
         A = _as_float(original, A, name)
     _check_numeric_2d_nonempty(A, name)
-    if finite and A.dtype.kind == "f" and not _all_finite(A):
-        raise ValueError(f"{name} contains NaN or infinity")
+    most = None
+    if finite and A.dtype.kind == "f":
+        if largest and _compiled(A):
+            most = _sparse.max_abs(A.ravel(order="K"))
+            ok = math.isfinite(most)
+        else:
+            ok = _all_finite(A)
+        if not ok:
+            raise ValueError(f"{name} contains NaN or infinity")
     check_float64_range(A, name)
-    return A
+    return A, most
 
 
 def is_dask_array(X):
@@ -216,14 +235,16 @@ def result_dtype(*arrays):
     return np.dtype(np.float64)
 
 
-def check_pair(X, Y):
+def check_pair(X, Y, *, largest=False):
     """Validate X (and Y) for a Gram matrix; returns C-contiguous (X, Y, symmetric).
 
     Y is None, or the very same object as X, means K(X, X): symmetric.
+    largest=True adds a fourth value: the largest |value| of X and Y (from
+    the finiteness scan where it applies).
     """
     symmetric = Y is None or Y is X
-    X = check_array_2d(X, "X")
-    Y = X if symmetric else check_array_2d(Y, "Y")
+    X, most_x = _check_array_2d(X, "X", True, largest)
+    Y, most_y = (X, most_x) if symmetric else _check_array_2d(Y, "Y", True, largest)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"Incompatible dimension for X and Y matrices: X.shape[1] == {X.shape[1]} "
@@ -232,7 +253,14 @@ def check_pair(X, Y):
     dtype = result_dtype(X, Y)
     X = np.ascontiguousarray(X, dtype=dtype)
     Y = X if symmetric else np.ascontiguousarray(Y, dtype=dtype)
-    return X, Y, symmetric
+    if not largest:
+        return X, Y, symmetric
+    # float32 to float64 keeps the values; other conversions are scanned here.
+    if most_x is None:
+        most_x = _sparse.max_abs(X.ravel())
+    if most_y is None:
+        most_y = _sparse.max_abs(Y.ravel())
+    return X, Y, symmetric, max(most_x, most_y)
 
 
 def check_out(out, shape, dtype, inputs=()):

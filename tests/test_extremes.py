@@ -203,3 +203,101 @@ def test_long_double_past_float64_is_rejected_naming_the_argument():
     # Long double within float64's range is its float64 value.
     np.testing.assert_allclose(model.predict(ok), model.predict(ok.astype(np.float64)),
                                rtol=1e-15)
+
+
+# --------------------------------------------- data whose squares leave the range
+
+def test_sparse_and_dense_rbf_at_1e154_match_the_exact_values():
+    # ||x||^2 + ||y||^2 - 2 <x, y> overflowed: sparse gave [1, 0, 1].
+    A = np.array([[1e154], [1.5e154], [3e154]])
+    exact = np.exp(-np.array([0.0, 0.25, 4.0]) * 1e-308 * 1e308)
+    for X in (A, sp.csr_matrix(A)):
+        np.testing.assert_allclose(fastkern.rbf_kernel(X, gamma=1e-308)[0], exact, rtol=1e-13)
+
+
+X_WIDE = np.array([[2e19, 0.0], [0.0, 2e19], [1e19, 1e19], [3e19, -1e19]])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-40])
+@pytest.mark.parametrize("function, params", [
+    (fastkern.bessel_kernel, {"gamma": 1e-19}),            # gave NaN
+    (fastkern.rbf_kernel, {"gamma": 1e-39}),               # gave 0
+    (fastkern.laplacian_l2_kernel, {"gamma": 1e-19}),      # gave 0
+    (fastkern.rational_quadratic_kernel, {"length_scale": 3e19}),  # gave 0
+    (fastkern.cosine_similarity, {}),                      # diagonal 0
+    (fastkern.sigmoid_kernel, {"gamma": 1e-39}),
+], ids=["bessel", "rbf", "laplacian_l2", "rq", "cosine", "sigmoid"])
+def test_float32_data_whose_squares_leave_float32_matches_float64(function, params, scale):
+    # 2e19 squared overflows float32, 2e-21 squared underflows it; the same
+    # kernel of float64 data (whose squares fit) is the reference, the
+    # parameters following the scale exactly where they hold a distance.
+    kdef = next(k for k in _registry.KERNELS if k.function == function.__name__)
+    factor = 2.0 ** np.round(np.log2(scale))
+    X = X_WIDE * factor
+    if "gamma" in params:
+        params = {"gamma": params["gamma"] / factor ** kdef.gamma_degree}
+    elif "length_scale" in params:
+        params = {"length_scale": params["length_scale"] * factor}
+    ref = function(X, **params)
+    K = function(X.astype(np.float32), **params)
+    assert K.dtype == np.float32
+    np.testing.assert_allclose(K, ref, rtol=2e-6, atol=2e-6)
+    assert np.abs(ref - np.diag(np.diag(ref))).max() > 0.01  # not a trivial kernel
+
+
+HOMOGENEOUS = [("rbf", {"gamma": 0.3}), ("laplacian", {"gamma": 0.3}),
+               ("laplacian_l2", {"gamma": 0.3}), ("bessel", {"gamma": 0.3, "order": 1.5}),
+               ("rational_quadratic", {"alpha": 0.7, "length_scale": 1.3}),
+               ("sigmoid", {"gamma": 0.3, "coef0": 0.2}),
+               ("poly", {"gamma": 0.3, "coef0": 0.2, "degree": 2}),
+               ("exponential", {"gamma": 0.3}), ("cosine", {})]
+
+
+def _at_scale(kdef, params, k):
+    """The parameters that give the same kernel on the data times 2^k."""
+    params = dict(params)
+    if "length_scale" in params:
+        params["length_scale"] = np.ldexp(params["length_scale"], k)
+    elif "gamma" in params:
+        params["gamma"] = np.ldexp(params["gamma"], -kdef.gamma_degree * k)
+    return params
+
+
+@pytest.mark.parametrize("name, params", HOMOGENEOUS, ids=[n for n, _ in HOMOGENEOUS])
+@settings(max_examples=25, deadline=None)
+@given(k=st.integers(-500, 500), float32_k=st.integers(-120, 120))
+def test_kernels_follow_an_exact_rescaling_of_the_data(name, params, k, float32_k):
+    # k(x 2^k, y 2^k) with gamma 2^(-degree k) is k(x, y) with gamma, exactly
+    # in arithmetic: the reference is the registry's formula on the data at
+    # scale 1.  Values of 2^511 overflowed the squared distances (dense and
+    # sparse), float32 ones of 2^64 and 2^-66 likewise.
+    kdef = _registry.get(name)
+    X0 = np.abs(np.random.default_rng(9).normal(size=(6, 3))) + 0.1
+    ref = kdef.reference(X0, **kdef.resolve(params, 3))
+    function = getattr(fastkern, kdef.function)
+    at_k = _at_scale(kdef, params, k)
+    for X in (np.ldexp(X0, k), sp.csr_matrix(np.ldexp(X0, k))):
+        np.testing.assert_allclose(function(X, **at_k), ref, rtol=1e-9, atol=1e-12)
+    X32 = np.ldexp(X0, float32_k).astype(np.float32)
+    np.testing.assert_allclose(function(X32, **_at_scale(kdef, params, float32_k)), ref,
+                               rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("function", [fastkern.rbf_kernel, fastkern.laplacian_l2_kernel,
+                                      fastkern.sigmoid_kernel])
+def test_float32_gamma_past_float32_is_an_error_naming_it(function):
+    # It became inf in the float32 loops, and inf * 0 put NaN on the diagonal.
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=np.float32)
+    with pytest.raises(ValueError, match="^gamma=1e\\+39 is past float32's range"):
+        function(X, gamma=1e39)
+    K = function(X.astype(np.float64), gamma=1e39)
+    assert not np.isnan(K).any()
+
+
+def test_a_strided_target_with_a_nan_is_a_value_error():
+    # _all_finite asked a 1-D strided array for its second dimension.
+    X = np.random.default_rng(10).normal(size=(20, 2))
+    y = np.arange(40.0)
+    y[4] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        fastkern.KernelRidge(kernel="rbf").fit(X, y[::2])

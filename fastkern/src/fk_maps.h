@@ -466,6 +466,37 @@ FK_CLONES static int fk_any_nonfinite_##S(const T *x, ptrdiff_t n)              
 FK_DEFINE_NONFINITE(double, d, uint64_t, 0x7ff0000000000000ULL)
 FK_DEFINE_NONFINITE(float, f, uint32_t, 0x7f800000U)
 
+/* The bits of the largest |x[j]| (an unsigned integer of T's width: for
+ * IEEE values, the order of |x| is the order of its bits with the sign
+ * cleared), in blocks of 64 values; the scan stops at the first block with
+ * a NaN or an infinity (bits >= E, the exponent mask), so a non-finite
+ * result means "some value is not finite".  The largest magnitude also says
+ * whether the squares of the values leave T's range (fastkern.pairwise
+ * rescales such data).  One definition per precision T, suffix S, unsigned
+ * and signed integers U and I of T's width and exponent mask E. */
+#define FK_DEFINE_MAX_ABS(T, S, U, I, E)                                            \
+FK_CLONES static U fk_max_abs_bits_##S(const T *x, ptrdiff_t n)                     \
+{                                                                                   \
+    /* With the sign bit cleared the bits are a non-negative signed integer:  \
+       AVX2 compares those (not unsigned 64-bit ones) in one instruction. */   \
+    const I e = (I)(E), mag = (I)~((U)1 << (8 * sizeof(U) - 1));                    \
+    I most = 0;                                                                     \
+    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {                                      \
+        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;                                    \
+        for (ptrdiff_t j = 0; j < m; j++) {                                         \
+            I b;                                                                    \
+            memcpy(&b, x + j0 + j, sizeof b);                                       \
+            b &= mag;                                                               \
+            most = b > most ? b : most;                                             \
+        }                                                                           \
+        if (most >= e) return (U)most;                                              \
+    }                                                                               \
+    return (U)most;                                                                 \
+}
+
+FK_DEFINE_MAX_ABS(double, d, uint64_t, int64_t, 0x7ff0000000000000ULL)
+FK_DEFINE_MAX_ABS(float, f, uint32_t, int32_t, 0x7f800000U)
+
 /* The compiled kernels, one line each: id, the registry's name of the compiled
  * map (fastkern/_registry.py), and the geometry the tile loops compute before
  * the map (FK_INNER: inner products; FK_SQDIST: squared Euclidean distances;
@@ -555,7 +586,7 @@ static double fk_param_default(int slot)
  * the double range (alpha tiny, the distance large: the kernel is near 1, not
  * 0) or gamma itself is (a length scale of 1e-200: then gamma is inf and
  * p[FK_P_LOG_GAMMA] holds log gamma). */
-FK_INLINE double fk_rq_log1p(double d2, double gamma, const double *FK_RESTRICT p)
+static double fk_rq_log1p(double d2, double gamma, const double *FK_RESTRICT p)
 {
     double t = gamma * d2;
     if (t <= DBL_MAX)
