@@ -557,11 +557,11 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     kdef = _UPPER_TRIANGLE_KERNELS.get(kernel)
     if kdef is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
         return None
-    X, _, _ = check_pair(X, None)
+    X, _, _, largest = check_pair(X, None, largest=True)
     n_threads = check_n_threads(n_threads)
     d = X.shape[1]
-    kparams = compiled_params(kdef, params or {}, d)
     kind = _CODES[kdef.compiled]
+    X, _, kparams = _rescaled(kind, X, X, True, compiled_params(kdef, params or {}, d), largest)
     n = X.shape[0]
     path = tile_path(kind, d, n_rows=n, square=True)
     K = PackedUpperGram(n, n_threads)

@@ -301,3 +301,17 @@ def test_a_strided_target_with_a_nan_is_a_value_error():
     y[4] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         fastkern.KernelRidge(kernel="rbf").fit(X, y[::2])
+
+
+def test_the_packed_upper_triangle_gram_is_rescaled_too():
+    # KernelRidge's fit multiplies by the packed upper triangle
+    # (pairwise._upper_triangle_gram), which computed the overflowing
+    # distances as the full Gram did.
+    from fastkern import pairwise
+
+    X = np.random.default_rng(11).normal(size=(40, 3)) * 1e154
+    K = fastkern.rbf_kernel(X, gamma=1e-308)
+    d2 = ((X[:, None, :] / 1e154 - X[None, :, :] / 1e154) ** 2).sum(axis=-1)
+    np.testing.assert_allclose(K, np.exp(-d2 * 1e-308 * 1e308), rtol=1e-12, atol=1e-300)
+    packed = pairwise._upper_triangle_gram(X, "rbf", {"gamma": 1e-308})
+    np.testing.assert_allclose(np.triu(packed.toarray()), np.triu(K), rtol=1e-14, atol=1e-300)
