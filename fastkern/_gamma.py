@@ -197,8 +197,11 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
     Raises
     ------
     ValueError
-        If ``method`` is unknown, X has fewer than 2 rows, or "sigest" gets no
-        pairs.
+        If ``method`` is unknown, X has fewer than 2 rows, "sigest" gets no
+        pairs, or the estimate is past float64's range (X's squared
+        distances near 1e-400 or 1e400; the distances themselves are
+        computed on X scaled by a power of two, so any scale within that
+        range is exact).
 
     Examples
     --------
