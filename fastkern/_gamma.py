@@ -13,7 +13,7 @@ import numpy as np
 from fastkern import _gram
 from fastkern._threads import default_threads_now
 from fastkern._validation import (check_array_2d, check_bool, check_int, check_real,
-                                  seeded_random_state)
+                                  scale_exponent, seeded_random_state)
 
 __all__ = ["GammaEstimate", "estimate_gamma", "median_gamma"]
 
@@ -112,22 +112,42 @@ def _quantiles(values, probs):
     return out
 
 
-def _from_distances(dist):
+def _from_distances(dist, e=0):
+    """The estimate from squared distances of X 2^-e (see _unit_scale)."""
     dist = dist[dist != 0]
     if dist.size == 0:
         raise ValueError("every sampled pair of rows of X is identical (all distances "
                          "are 0): gamma cannot be estimated")
     q = _quantiles(dist, [0.9, 0.5, 0.1])
-    quantiles = 1.0 / q
+    with np.errstate(over="ignore", under="ignore"):
+        quantiles = np.ldexp(1.0 / q, -2 * e)
+    if not (np.isfinite(quantiles).all() and (quantiles > 0).all()):
+        raise ValueError(f"gamma = 1 / a quantile of X's squared distances is past float64's "
+                         f"range: the median squared distance is about "
+                         f"1e{round(math.log10(q[1]) + 2 * e * math.log10(2.0))}")
     return GammaEstimate(float(quantiles[1]), quantiles)
+
+
+def _unit_scale(X):
+    """(X 2^-e, e): a power of two, exact, brings X's values near 1 where their
+    squares would leave float64 (X * 1e-200: every distance 0, "identical
+    rows"; X * 1e200: inf), else e = 0 and X itself."""
+    e = scale_exponent(X)
+    if not e:
+        return X, 0
+    if hasattr(X, "tocsr"):
+        X = X.copy()
+        X.data = np.ldexp(X.data, -e)
+        return X, e
+    return np.ldexp(X, -e), e
 
 
 def _gamma_from_pairs(X, i, j, scaled=False):
     """The estimate from given pairs (kernlab's sigest once its pairs are drawn)."""
-    X = np.asarray(X, dtype=np.float64)
+    X, e = _unit_scale(np.asarray(X, dtype=np.float64))
     if scaled:
-        X = _scale(X)
-    return _from_distances(_sq_dists(X, np.asarray(i), np.asarray(j)))
+        X, e = _scale(X), 0
+    return _from_distances(_sq_dists(X, np.asarray(i), np.asarray(j)), e)
 
 
 def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=None,
@@ -177,8 +197,11 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
     Raises
     ------
     ValueError
-        If ``method`` is unknown, X has fewer than 2 rows, or "sigest" gets no
-        pairs.
+        If ``method`` is unknown, X has fewer than 2 rows, "sigest" gets no
+        pairs, or the estimate is past float64's range (X's squared
+        distances near 1e-400 or 1e400; the distances themselves are
+        computed on X scaled by a power of two, so any scale within that
+        range is exact).
 
     Examples
     --------
@@ -196,9 +219,9 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"X needs at least 2 rows to estimate gamma, got {n}")
-    X = np.asarray(X, dtype=np.float64)
+    X, e = _unit_scale(np.asarray(X, dtype=np.float64))
     if scaled:
-        X = _scale(X)
+        X, e = _scale(X), 0
     with seeded_random_state(random_state) as rng:
         if method == "sigest":
             m = n_pairs if n_pairs is not None else int(math.floor(frac * n))
@@ -209,8 +232,8 @@ def estimate_gamma(X, method="median", *, frac=0.5, random_state=None, n_pairs=N
         else:
             i, j = _median_pairs(n, n_pairs, rng)
     if i is None:
-        return _from_distances(_all_pair_dists(X))
-    return _from_distances(_sq_dists(X, i, j))
+        return _from_distances(_all_pair_dists(X), e)
+    return _from_distances(_sq_dists(X, i, j), e)
 
 
 def _median_pairs(n, n_pairs, rng):
@@ -250,9 +273,9 @@ def median_gamma(X):
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"gamma='median' needs at least 2 rows of X, got {n}")
-    X = X.tocsr().astype(np.float64)
+    X, e = _unit_scale(X.tocsr().astype(np.float64))
     with seeded_random_state(0) as rng:
         i, j = _median_pairs(n, None, rng)
     if i is None:
         i, j = np.triu_indices(n, k=1)
-    return _from_distances(_sq_dists(X, i, j)).gamma
+    return _from_distances(_sq_dists(X, i, j), e).gamma

@@ -10,6 +10,7 @@ The string kernels are fastkern's own plus every other name scikit-learn's
 dispatch, ``fastkern.pairwise_kernels``, computes them all, natively where it
 can and through scikit-learn otherwise.
 """
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
@@ -18,7 +19,8 @@ import numpy as np
 from sklearn.metrics.pairwise import KERNEL_PARAMS as _SK_KERNEL_PARAMS
 
 from fastkern._gamma import median_gamma
-from fastkern._validation import _all_finite, check_n_threads, check_real
+from fastkern._validation import (_all_finite, check_float64_range, check_n_threads,
+                                  check_real, scale_exponent)
 from fastkern.kernels import Kernel
 from fastkern import _registry
 from fastkern.pairwise import (KERNEL_CODES, KERNEL_PARAMS, compiled_params, pairwise_kernels,
@@ -90,6 +92,42 @@ def takes_gamma(kernel):
     return isinstance(kernel, str) and "gamma" in KERNEL_PARAM_NAMES.get(kernel, ())
 
 
+def _scale_gamma(X):
+    """gamma="scale": 1 / (n_features * X.var()), 1.0 for constant X.
+
+    Constant means every entry equal (a variance computed as 0.0 or as a
+    rounding residue, 1e-31 on a constant column of 0.1, gave gamma 1e30);
+    X is brought near 1 by a power of two where its squares would leave
+    float64 (X * 1e200 gave gamma 0), and the variance of sparse X comes
+    from the stored values' deviations, not E[x^2] - E[x]^2, which cancels.
+    """
+    size = X.shape[0] * X.shape[1]
+    if hasattr(X, "tocsr"):
+        X = X.tocsr()
+        values = np.asarray(X.data, dtype=np.float64)
+        # The implicit zeros are values too.
+        if X.nnz < size:
+            values = np.append(values, 0.0)
+    else:
+        values = X = np.asarray(X, dtype=np.float64)
+    if values.max() == values.min():
+        return 1.0
+    e = scale_exponent(values)
+    if hasattr(X, "tocsr"):
+        data = np.ldexp(np.asarray(X.data, dtype=np.float64), -e)
+        mean = data.sum() / size
+        var = (((data - mean) ** 2).sum() + (size - X.nnz) * mean ** 2) / size
+    else:
+        var = (np.ldexp(X, -e) if e else X).var()
+    with np.errstate(over="ignore", under="ignore"):
+        gamma = float(np.ldexp(1.0 / (X.shape[1] * var), -2 * e))
+    if not 0.0 < gamma < np.inf:
+        raise ValueError(f"gamma='scale' = 1 / (n_features * X.var()) is past float64's "
+                         f"range: X's variance is about "
+                         f"1e{round(math.log10(var) + 2 * e * math.log10(2.0))}")
+    return gamma
+
+
 def resolve_gamma(gamma, X, kernel="rbf"):
     """The numeric ``gamma`` an estimator uses, from its parameter and the training X.
 
@@ -117,13 +155,7 @@ def resolve_gamma(gamma, X, kernel="rbf"):
         return None
     n_features = X.shape[1]
     if gamma == "scale":
-        if hasattr(X, "tocsr"):
-            X = X.tocsr()
-            mean = X.sum(dtype=np.float64) / (X.shape[0] * n_features)
-            var = X.multiply(X).sum(dtype=np.float64) / (X.shape[0] * n_features) - mean ** 2
-        else:
-            var = np.asarray(X).var(dtype=np.float64)
-        return 1.0 / (n_features * var) if var > 0 else 1.0
+        return _scale_gamma(X)
     if X.shape[0] < 2:
         # scikit-learn's checks recognise the "1 sample" wording.
         raise ValueError("gamma='median' needs at least 2 samples, got 1 sample")
@@ -192,7 +224,14 @@ def validate_input(estimator, X="no_validation", y="no_validation", *, reset=Tru
         plain = _plain_input(estimator, X, y, reset, check_params)
         if plain is not None:
             return plain
-        return validate_data(estimator, X, y, reset=reset, **check_params)
+        checked = validate_data(estimator, X, y, reset=reset, **check_params)
+        # validate_data returns the validated ones of X and y, a tuple if both.
+        names = [name for name, value in (("X", X), ("y", y))
+                 if value is not None and not (isinstance(value, str)
+                                               and value == "no_validation")]
+        for name, value in zip(names, checked if len(names) == 2 else (checked,)):
+            check_float64_range(value, name)
+        return checked
     for option, values in _VECTOR_ONLY_OPTIONS.items():
         value = getattr(estimator, option, None)
         if isinstance(value, (bool, str)) and value in values:
@@ -239,7 +278,8 @@ def _plain_input(estimator, X, y, reset, check_params):
     """
     from sklearn import get_config
 
-    if (type(X) is not np.ndarray or X.ndim != 2 or X.dtype.kind != "f"
+    # Long double goes to validate_data and check_float64_range.
+    if (type(X) is not np.ndarray or X.ndim != 2 or X.dtype.kind != "f" or X.dtype.itemsize > 8
             or not _PLAIN_CHECK_PARAMS.issuperset(check_params)):
         return None
     dtype = check_params.get("dtype", "numeric")
@@ -253,7 +293,7 @@ def _plain_input(estimator, X, y, reset, check_params):
     if no_y and not {"multi_output", "y_numeric"}.isdisjoint(check_params):
         # check_array alone takes no y parameters (a TypeError there).
         return None
-    if not no_y and (type(y) is not np.ndarray or y.dtype.kind != "f"
+    if not no_y and (type(y) is not np.ndarray or y.dtype.kind != "f" or y.dtype.itemsize > 8
                      or y.ndim not in ((1, 2) if check_params.get("multi_output") else (1,))
                      or y.shape[0] != n or y.ndim == 2 and y.shape[1] < 1):
         return None

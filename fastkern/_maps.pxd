@@ -1,4 +1,6 @@
 # Declarations of the vectorised element-wise maps in src/fk_maps.h.
+from libc.stdint cimport uint32_t, uint64_t
+
 cdef extern from "fk_maps.h" nogil:
     int FK_MAX_SEG
     void fk_vexp_d(double *x, Py_ssize_t n, double scale)
@@ -26,6 +28,8 @@ cdef extern from "fk_maps.h" nogil:
     void fk_affine_f(float *g, Py_ssize_t n, float gamma, float coef0)
     int fk_any_nonfinite_d(const double *x, Py_ssize_t n)
     int fk_any_nonfinite_f(const float *x, Py_ssize_t n)
+    uint64_t fk_max_abs_bits_d(const double *x, Py_ssize_t n)
+    uint32_t fk_max_abs_bits_f(const float *x, Py_ssize_t n)
     # The kind codes of every compiled loop (FK_KINDS in fk_maps.h): one numbering.
     # Only the kinds the Cython code names are declared; fk_kind_name gives all.
     enum:
@@ -54,6 +58,7 @@ cdef extern from "fk_maps.h" nogil:
         FK_P_COEF0
         FK_P_DEGREE
         FK_P_ORDER
+        FK_P_LOG_GAMMA
         FK_N_PARAMS
     const char *fk_param_name(int slot)
     double fk_param_default(int slot)

@@ -177,6 +177,16 @@ class KernelDef:
         Where the formula comes from (the independent reference of the tests).
     normalized : bool
         The kernel of the rows scaled to unit L2 norm (cosine).
+    gamma_degree : int
+        The kernel of x 2^-e, y 2^-e with its compiled gamma slot times
+        2^(gamma_degree e) is the kernel of x, y (gamma multiplies the squared
+        distance or inner product: 2; the distance: 1).  The Gram functions
+        use it to bring data whose squares leave its dtype's range (1e154 in
+        float64, 2e19 in float32) near 1, exactly.  0: the kernel is not
+        rescaled (its values scale with the data, or it has no such gamma).
+    float32_gamma : bool
+        Its float32 loops take gamma in float32: a gamma past float32's range
+        (inf there, and inf * 0 is NaN) is refused for float32 data.
     """
 
     name: str
@@ -195,6 +205,8 @@ class KernelDef:
     reference_url: str = ""
     normalized: bool = False
     title: str = ""
+    gamma_degree: int = 0
+    float32_gamma: bool = False
 
     def __post_init__(self):
         if self.geometry not in GEOMETRIES:
@@ -280,7 +292,18 @@ _KERNLAB = "https://cran.r-project.org/package=kernlab"
 
 
 def _rq_args(p):
-    return {"gamma": 1.0 / (2.0 * p["alpha"] * p["length_scale"] ** 2), "degree": p["alpha"]}
+    """gamma = 1 / (2 alpha l^2), and its logarithm for the map's terms where
+    gamma d2 (or gamma itself: l = 1e-200) is past the double range.  A
+    2 alpha l^2 past it (l = 1e200) is inf: gamma 0, the kernel 1."""
+    import math
+    import sys
+
+    alpha, length_scale = p["alpha"], p["length_scale"]
+    log_gamma = -(math.log(2.0) + math.log(alpha) + 2.0 * math.log(length_scale))
+    scale = 2.0 * alpha * (length_scale * length_scale)
+    # A subnormal 2 alpha l^2 has lost bits: the logarithm takes over.
+    gamma = 1.0 / scale if scale >= sys.float_info.min else math.inf
+    return {"gamma": gamma, "degree": alpha, "log_gamma": log_gamma}
 
 
 KERNELS = (
@@ -291,22 +314,25 @@ KERNELS = (
               "inner", "poly", _ALL, False,
               lambda g, degree, gamma, coef0: (gamma * g + coef0) ** degree,
               aliases=("polynomial",), function="polynomial_kernel", class_name="Polynomial",
-              reference_url=_SKLEARN),
+              reference_url=_SKLEARN, gamma_degree=2, float32_gamma=True),
     KernelDef("rbf", "K(x, y) = exp(-gamma ||x - y||^2)", (_GAMMA,), "sqdist", "rbf", _ALL,
               True, lambda d2, gamma: _np().exp(-gamma * d2), class_name="RBF",
-              reference_url=_SKLEARN),
+              reference_url=_SKLEARN, gamma_degree=2, float32_gamma=True),
     KernelDef("laplacian", "K(x, y) = exp(-gamma ||x - y||_1)", (_GAMMA,), "l1", "laplacian",
               _ALL, True, lambda d1, gamma: _np().exp(-gamma * d1),
               class_name="Laplacian", reference_url=_SKLEARN, title="Laplacian",
+              gamma_degree=1, float32_gamma=True,
               description="The L1 distance, as scikit-learn; ``laplacian_l2_kernel`` is "
               "kernlab's, of the Euclidean distance."),
     KernelDef("sigmoid", "K(x, y) = tanh(gamma <x, y> + coef0)", (_GAMMA, _COEF0), "inner",
               "sigmoid", _ALL, True, lambda g, gamma, coef0: _np().tanh(gamma * g + coef0),
-              class_name="Sigmoid", reference_url=_SKLEARN,
+              class_name="Sigmoid", reference_url=_SKLEARN, gamma_degree=2,
+              float32_gamma=True,
               description="Not positive definite in general (only for some gamma, coef0 "
               "and data)."),
     KernelDef("exponential", "K(x, y) = exp(gamma <x, y>)", (_GAMMA,), "inner", "exponential",
               _ALL, False, lambda g, gamma: _np().exp(gamma * g), class_name="Exponential",
+              gamma_degree=2, float32_gamma=True,
               description="Positive definite (the exponential of the linear kernel).  Large "
               "gamma <x, y> overflows to inf exactly as numpy's exp would."),
     KernelDef("cosine", "K(x, y) = <x, y> / (|x| |y|)", (), "inner", None,
@@ -317,7 +343,8 @@ KERNELS = (
                      low=0.0, low_inclusive=False, none="n_features"),),
               "sqdist", "laplacian_l2", _ALL, True,
               lambda d2, gamma: _np().exp(-gamma * _np().sqrt(d2)),
-              class_name="LaplacianL2", reference_url=_KERNLAB),
+              class_name="LaplacianL2", reference_url=_KERNLAB, gamma_degree=1,
+              float32_gamma=True),
     KernelDef("anova", "K(x, y) = (sum_k exp(-gamma (x_k - y_k)^2))^degree",
               (Param("gamma", 1.0, "The scale (> 0), kernlab's sigma; None means 1.0.",
                      low=0.0, low_inclusive=False, none=1.0),
@@ -332,7 +359,7 @@ KERNELS = (
                Param("order", 1, "The order nu, in [0, 100].", low=0.0, high=100.0),
                Param("degree", 1, "An integer >= 1.", low=1.0, integer=True)),
               "sqdist", "bessel", _ALL, True, _bessel, class_name="Bessel",
-              reference_url=_KERNLAB),
+              reference_url=_KERNLAB, gamma_degree=1),
     KernelDef("spline", "kernlab's infinite linear spline kernel", (), "featurewise", "spline",
               _DENSE, False, _spline, class_name="Spline", reference_url=_KERNLAB),
     KernelDef("chi2", "K(x, y) = exp(-gamma sum_k (x_k - y_k)^2 / (x_k + y_k))",
@@ -350,9 +377,10 @@ KERNELS = (
                Param("length_scale", 1.0, "The length scale l (> 0).", low=0.0,
                      low_inclusive=False)),
               "sqdist", "rational_quadratic", _ALL, True,
-              lambda d2, alpha, length_scale: (1 + d2 / (2 * alpha * length_scale ** 2))
-              ** -alpha,
+              lambda d2, alpha, length_scale:
+              (1 + d2 / (2 * alpha * (length_scale * length_scale))) ** -alpha,
               aliases=("rq",), class_name="RationalQuadratic", compiled_args=_rq_args,
+              gamma_degree=2,
               description="scikit-learn's ``gaussian_process.kernels.RationalQuadratic"
               "(length_scale, alpha)``: a scale mixture of RBF kernels of different "
               "length scales.",

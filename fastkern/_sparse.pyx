@@ -44,7 +44,10 @@ one index dtype) by fastkern.pairwise before any code here runs.
 """
 from cython cimport floating
 from cython.parallel cimport prange, parallel
+from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport exp, fabs
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport dgemm
 
 import numpy as np
@@ -57,7 +60,8 @@ from fastkern._gram cimport (
     KernelMap, make_map, map_dist, map_dot, sqdist_from_dot, K_RBF, K_LAPLACIAN, FK_SQDIST,
     fk_kind_geometry,
 )
-from fastkern._maps cimport fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f
+from fastkern._maps cimport (fk_vexp_d, fk_vexp_f, fk_rbf_dot_d, fk_rbf_dot_f,
+                             fk_max_abs_bits_d, fk_max_abs_bits_f)
 
 # A work item is ROWS rows of K by up to MAX_WIDTH columns: one row of its
 # float64 buffer (64 KB) stays in L2 while that row's products are scattered
@@ -407,3 +411,45 @@ def gram(X, Y, out, int kind, const double[::1] params, bint symmetric, int n_th
     return _gram(X.data, idx(X.indices), idx(X.indptr), Y.data, idx(Y.indices),
                  idx(Y.indptr), C.data, idx(C.indices), idx(C.indptr), pos, dense_pos, Xd, Yd,
                  xn, yn, out, kind, params, symmetric, rows, width, n_threads)
+
+
+# Values per nogil scan of max_abs, between checks for Ctrl-C (a few ms).
+cdef Py_ssize_t FINITE_CHUNK = 1 << 22
+
+
+def max_abs(const floating[::1] x):
+    """The largest |value| of x (0.0 if empty); inf or NaN if some value is
+    not finite (the scan stops at the first such block).
+
+    The Gram functions' one scan of their input, dense or sparse (the
+    stored values), for finiteness and for the scale of the data
+    (fastkern.pairwise._rescaled); _gram.all_finite, a faster test of
+    finiteness alone, serves the other checks.  In chunks of FINITE_CHUNK
+    values, Ctrl-C checked between them.
+    """
+    cdef Py_ssize_t n = x.shape[0], start = 0, stop
+    cdef uint64_t bits = 0, part
+    cdef uint64_t top = 0x7ff0000000000000ULL if floating is double else 0x7f800000U
+    cdef double d
+    cdef float f
+    cdef uint32_t bits32
+    while start < n:
+        stop = min(n, start + FINITE_CHUNK)
+        with nogil:
+            if floating is double:
+                part = fk_max_abs_bits_d(&x[start], stop - start)
+            else:
+                part = fk_max_abs_bits_f(&x[start], stop - start)
+        bits = part if part > bits else bits
+        start = stop
+        if bits >= top:
+            break
+        if start < n:
+            PyErr_CheckSignals()
+    if floating is double:
+        memcpy(&d, &bits, 8)
+        return d
+    else:
+        bits32 = <uint32_t> bits
+        memcpy(&f, &bits32, 4)
+        return f

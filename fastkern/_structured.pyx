@@ -5,7 +5,8 @@ Every sample is a run of a flat array: sample i of a batch is
 ids with ``weights`` beside them).  Each entry of the Gram is an independent
 computation: O(|y|) for the substring kernels (x's suffix automaton, built
 once per row of the Gram by the thread that meets the row: src/fk_sam.h),
-O(k |x| |y|) for subsequences and O(|x| + |y|) for sets.  The entries (pairs of samples) are numbered row by
+O(k |x| |y|) time and O(k |y|) memory for subsequences and O(|x| + |y|)
+for sets.  The entries (pairs of samples) are numbered row by
 row and run in time-bounded batches of consecutive pairs
 (fastkern._batches), each batch split into chunks that threads take with a
 dynamic schedule: a batch is a few pairs when a pair is long (Subsequence on
@@ -44,15 +45,102 @@ cdef enum:
     SET_RATIO = 3
 
 
+cdef extern from "fk_spin.h" nogil:
+    ctypedef long fk_spin_int
+    fk_spin_int fk_spin_claim(fk_spin_int *next, fk_spin_int limit)
+    void fk_spin_add(fk_spin_int *word)
+    void fk_spin_set(fk_spin_int *word, fk_spin_int value)
+    fk_spin_int FK_ATOMIC_LOAD(fk_spin_int *word)
+    void FK_PAUSE()
+
+cdef extern from *:
+    """
+    #if defined(_WIN32) || defined(_WIN64)
+    #include <windows.h>
+    static void fk_nap(void) { Sleep(1); }
+    #else
+    #include <time.h>
+    static void fk_nap(void) { struct timespec t = {0, 1000000L}; nanosleep(&t, NULL); }
+    #endif
+    """
+    void fk_nap() nogil
+
+# The error indicator it sets is left for _gram to raise once the threads
+# have stopped (see _Watch).
+cdef extern from "Python.h":
+    int _check_signals "PyErr_CheckSignals"()
+
+
+cdef enum:
+    # DP cells (cell updates times levels) the calling thread computes
+    # between two looks for a signal: about a millisecond.
+    POLL_CELLS = 1 << 20
+    # Its pauses for the other threads before it waits in naps (see _gram).
+    WAIT_SPINS = 2000
+
+
+cdef struct _Watch:
+    # Set once a signal handler raised (KeyboardInterrupt): every thread
+    # drops its work and _gram raises.
+    fk_spin_int stop
+    # Cells the calling thread computed since it last looked for a signal.
+    Py_ssize_t cells
+
+
+cdef bint _signalled(_Watch *w) noexcept nogil:
+    """Whether a signal handler raised; only the calling thread (OpenMP's
+    thread 0, Python's thread) asks, taking the GIL for it."""
+    with gil:
+        if _check_signals() < 0:
+            fk_spin_set(&w.stop, 1)
+    return FK_ATOMIC_LOAD(&w.stop) != 0
+
+
+cdef bint _give_up(_Watch *w, bint watcher, Py_ssize_t cells) noexcept nogil:
+    """Whether to drop the work (a signal arrived); the watcher looks for one
+    every POLL_CELLS cells."""
+    if watcher:
+        w.cells = w.cells + cells
+        if w.cells >= POLL_CELLS:
+            w.cells = 0
+            return _signalled(w)
+    return FK_ATOMIC_LOAD(&w.stop) != 0
+
+
+cdef void _wait_for(fk_spin_int *done, fk_spin_int target, _Watch *w) noexcept nogil:
+    """The calling thread, out of chunks: waits for the other threads' (one
+    long pair can take seconds), looking for a signal every millisecond."""
+    cdef int spins = 0
+    while FK_ATOMIC_LOAD(done) < target and FK_ATOMIC_LOAD(&w.stop) == 0:
+        if spins < WAIT_SPINS:
+            FK_PAUSE()
+            spins = spins + 1
+        else:
+            fk_nap()
+            _signalled(w)
+
+
+cdef int _raise_pending() except -1:
+    """Raises what the signal handler raised in _signalled."""
+    return -1
+
+
 cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
-                              Py_ssize_t q, int n, double lam,
-                              double *prev, double *cur) noexcept nogil:
+                              Py_ssize_t q, int n, double lam, double *kp,
+                              _Watch *w, bint watcher) noexcept nogil:
     """Lodhi et al.'s gap-weighted subsequence kernel K_n(s, t) by dynamic programming.
 
-    prev/cur hold K'_{l-1} and K'_l on all prefix pairs, (p + 1) x (q + 1),
-    row stride q + 1: K'_l(s[:i], t[:j]) = lam K'_l(s[:i-1], t[:j]) + K''_l(i, j)
-    with K''_l(i, j) = lam K''_l(i, j-1) + [t_j == s_i] lam^2 K'_{l-1}(i-1, j-1),
-    and K_n = sum over s_i == t_j of lam^2 K'_{n-1}(s[:i-1], t[:j-1]).
+    K'_l(s[:i], t[:j]) = lam K'_l(s[:i-1], t[:j]) + K''_l(i, j) with K''_l(i, j)
+    = lam K''_l(i, j-1) + [t_j == s_i] lam^2 K'_{l-1}(i-1, j-1), K'_0 = 1,
+    and K_n = sum over s_i == t_j of lam^2 K'_{n-1}(s[:i-1], t[:j-1]).  Row i
+    of level l needs only row i - 1 of levels l and l - 1, so the rows of
+    s run outermost and kp holds one row per level l = 0 .. n - 1 (n x (q +
+    1), row stride q + 1; level 0 all ones), each overwritten in place by
+    row i, the levels from the top down so that level l - 1 still holds row
+    i - 1.
+    O(n q) memory instead of O(p q) (two tables of 6.4 GB per thread for
+    strings of 20,000 characters), and every value is the same sum in the
+    same order as level by level.
 
     Every term holds the factor lam^2 once per matched character, lam^(2n)
     in all, and lam^(gaps) besides: this returns K_n / lam^(2n) (each match
@@ -60,37 +148,38 @@ cdef double _subsequence_pair(const int32_t *s, Py_ssize_t p, const int32_t *t,
     normalised kernel, drops.  It is at least 1 for k(x, x) (x's contiguous
     n-substrings against themselves) and, for lam <= 1, at most the number
     of index-tuple pairs, where lam^(2n) alone underflows for lam below about
-    1e-308^(1/2n).
+    1e-308^(1/2n).  Returns early (a meaningless value) once _give_up says so.
     """
-    cdef Py_ssize_t stride = q + 1, i, j, idx
+    cdef Py_ssize_t stride = q + 1, i, j
     cdef double kpp, acc = 0.0
-    cdef double *tmp
+    cdef double *row
+    cdef double *lower
     cdef int32_t x
     cdef int l
     if p < n or q < n:
         return 0.0
-    for idx in range((p + 1) * stride):
-        prev[idx] = 1.0
-    for l in range(1, n):
-        for j in range(stride):
-            cur[j] = 0.0
-        for i in range(1, p + 1):
-            cur[i * stride] = 0.0
+    for j in range(stride):
+        kp[j] = 1.0
+    for j in range(stride, n * stride):
+        kp[j] = 0.0
+    for i in range(1, p + 1):
+        x = s[i - 1]
+        # The terms of K_n ending at s_i: level n - 1 still holds row i - 1.
+        row = kp + (n - 1) * stride
+        for j in range(1, q + 1):
+            if t[j - 1] == x:
+                acc = acc + row[j - 1]
+        for l in range(n - 1, 0, -1):
+            row = kp + l * stride
+            lower = row - stride
             kpp = 0.0
-            x = s[i - 1]
             for j in range(1, q + 1):
                 kpp = lam * kpp
                 if t[j - 1] == x:
-                    kpp = kpp + prev[(i - 1) * stride + j - 1]
-                cur[i * stride + j] = lam * cur[(i - 1) * stride + j] + kpp
-        tmp = prev
-        prev = cur
-        cur = tmp
-    for i in range(1, p + 1):
-        x = s[i - 1]
-        for j in range(1, q + 1):
-            if t[j - 1] == x:
-                acc = acc + prev[(i - 1) * stride + j - 1]
+                    kpp = kpp + lower[j - 1]
+                row[j] = lam * row[j] + kpp
+        if _give_up(w, watcher, n * q):
+            return 0.0
     return acc
 
 
@@ -158,9 +247,11 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
                  const double *wx, const double *wy, const int32_t *ex, const int32_t *ey,
                  const int64_t *ox, const int64_t *oy, const double *W,
                  const int64_t *We, const int64_t *bx, const int64_t *by, int n,
-                 double lam, double *buf, double *out) noexcept nogil:
+                 double lam, double *buf, double *out, _Watch *w,
+                 bint watcher) noexcept nogil:
     """Entries t0 .. t1 - 1 of the Gram, numbered row by row (from the diagonal
-    when symmetric): rowstart[i] is the number of the first entry of row i."""
+    when symmetric): rowstart[i] is the number of the first entry of row i.
+    Stops early once a signal arrived (w.stop)."""
     cdef Py_ssize_t lo = 0, hi = nx, mid, i, j, t, a0, p, q
     cdef fk_sam *sam
     while hi - lo > 1:  # the row holding t0: rowstart[i] <= t0 < rowstart[i + 1]
@@ -172,6 +263,8 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
     i = lo
     j = (i if symmetric else 0) + t0 - rowstart[i]
     for t in range(t0, t1):
+        if FK_ATOMIC_LOAD(&w.stop):
+            return
         if j == ny:
             i = i + 1
             j = i if symmetric else 0
@@ -187,8 +280,8 @@ cdef void _cells(int kind, Py_ssize_t t0, Py_ssize_t t1, bint symmetric, Py_ssiz
             else:
                 out[i * ny + j] = fk_sam_match_scaled(sam, sy + oy[j], q, W, We, bx[i] + by[j])
         elif kind == SUBSEQUENCE:
-            out[i * ny + j] = _subsequence_pair(sx + a0, p, sy + oy[j], q, n, lam,
-                                                buf, buf + (p + 1) * (q + 1))
+            out[i * ny + j] = _subsequence_pair(sx + a0, p, sy + oy[j], q, n, lam, buf,
+                                                w, watcher)
         elif kind == SET_MIN:
             out[i * ny + j] = _min_sum(ix + a0, wx + a0, p, iy + oy[j], wy + oy[j], q)
         else:
@@ -209,7 +302,7 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     log 2), a factor that cancels in the normalisation; SUBSEQUENCE with n
     and lam; SET_MIN or SET_RATIO with weights wx, wy, and for SET_RATIO the
     exponents ex, ey of their scaling)."""
-    cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, c, size, nchunks
+    cdef Py_ssize_t nx = ox.shape[0] - 1, ny = oy.shape[0] - 1, i, j, size, nchunks
     cdef const int32_t[::1] sxv, syv
     cdef const int64_t[::1] ixv, iyv
     cdef const double[::1] wxv, wyv
@@ -234,7 +327,13 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
     cdef double *pbuf = NULL
     cdef double[:, ::1] bufs
     cdef double *po = &out[0, 0]
-    cdef int threads, tid
+    cdef int threads, tid = 0
+    cdef fk_spin_int c = 0
+    # Chunks: the next to claim, and those done.
+    cdef fk_spin_int chunks[2]
+    cdef _Watch watch
+    watch.stop = 0
+    watch.cells = 0
     if kind == SET_MIN or kind == SET_RATIO:
         ixv, iyv, wxv, wyv = sx, sy, wx, wy
         if ixv.shape[0]:
@@ -297,14 +396,27 @@ def _gram(int kind, sx, const int64_t[::1] ox, sy, const int64_t[::1] oy,
         # A few chunks per thread: a pair's cost depends on its samples'
         # lengths, so threads that draw short ones take more chunks.
         nchunks = min(size, 4 * <Py_ssize_t> threads)
+        chunks[0] = 0
+        chunks[1] = 0
+        # The chunks are claimed rather than scheduled by OpenMP: the calling
+        # thread, out of chunks, must not wait in OpenMP's barrier, where it
+        # could not look for Ctrl-C while another thread spends seconds on a
+        # long pair.
         with nogil, parallel(num_threads=threads):
             tid = omp_get_thread_num()
             pbuf = &bufs[tid, 0]
-            for c in prange(nchunks, schedule='dynamic'):
+            c = fk_spin_claim(&chunks[0], nchunks)
+            while c >= 0:
                 _cells(kind, batches.start + size * c // nchunks,
                        batches.start + size * (c + 1) // nchunks, symmetric, nx, ny,
                        &rowstart[0], psx, psy, pix, piy, pwx, pwy, pex, pey, &ox[0], &oy[0],
-                       pW, pWe, pbx, pby, n, lam, pbuf, po)
+                       pW, pWe, pbx, pby, n, lam, pbuf, po, &watch, tid == 0)
+                fk_spin_add(&chunks[1])
+                c = fk_spin_claim(&chunks[0], nchunks)
+            if tid == 0:
+                _wait_for(&chunks[1], nchunks, &watch)
+        if watch.stop:
+            _raise_pending()
     if symmetric:
         for i in range(nx):
             for j in range(i):

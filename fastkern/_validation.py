@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 
-from fastkern import _gram, _openmp
+from fastkern import _gram, _openmp, _sparse
 from fastkern._threads import MAX_THREADS, default_threads_now, openmp_threads
 
 # Row-block size for the NaN/inf scan of large arrays: bounds the boolean
 # temporary to a few MB instead of one the size of the input.
 _FINITE_CHUNK = 1 << 20
-# The dtypes _gram.all_finite scans.
+# The dtypes _gram.all_finite and _sparse.max_abs scan.
 _COMPILED_FINITE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -101,7 +101,13 @@ def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
             return None
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            # 10**400: no float64 holds it (float() raised a bare OverflowError).
+            raise ValueError(f"{name} must be finite in float64 (magnitude at most "
+                             f"{np.finfo(np.float64).max:.6g}), got {str(value)[:20]}...") \
+                from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value < low or (value == low and not low_inclusive)):
@@ -110,8 +116,13 @@ def check_real(value, name, *, low=None, low_inclusive=True, allow_none=False):
     return value
 
 
+def _compiled(A):
+    """Whether the compiled scans (_gram.all_finite, _sparse.max_abs) take A."""
+    return A.dtype in _COMPILED_FINITE and (A.flags.c_contiguous or A.flags.f_contiguous)
+
+
 def _all_finite(A):
-    if A.dtype in _COMPILED_FINITE and (A.flags.c_contiguous or A.flags.f_contiguous):
+    if _compiled(A):
         # A compiled scan of the values' bits: numpy's sum below and its
         # errstate were a tenth of a 200-row Gram's fixed cost.
         return _gram.all_finite(A.ravel(order="K"))
@@ -120,7 +131,9 @@ def _all_finite(A):
     with np.errstate(over="ignore", invalid="ignore"):
         if np.isfinite(np.sum(A, dtype=np.float64)):
             return True
-    flat = A.reshape(-1) if A.flags.c_contiguous or A.flags.f_contiguous else None
+    # A 1-D array reshapes to a view whatever its strides (a strided y had no shape[1]).
+    flat = (A.reshape(-1) if A.ndim == 1 or A.flags.c_contiguous or A.flags.f_contiguous
+            else None)
     if flat is not None:
         return all(np.isfinite(flat[i:i + _FINITE_CHUNK]).all()
                    for i in range(0, flat.size, _FINITE_CHUNK))
@@ -153,8 +166,42 @@ def _as_float(original, A, name):
         raise ValueError(f"{name} must be numeric: {exc}") from None
 
 
+def check_float64_range(A, name):
+    """Raise ValueError naming `name` if A (array or sparse) has a float dtype
+    wider than float64 (long double) holding values past float64's range:
+    fastkern computes in float64, where the cast makes them inf (a long
+    double 1e400 passed the finiteness checks and gave NaN predictions)."""
+    dtype = getattr(A, "dtype", None)
+    if dtype is None or dtype.kind != "f" or dtype.itemsize <= 8:
+        return
+    values = A.data if hasattr(A, "tocsr") else np.asarray(A)
+    if values.size and max(values.max(), -values.min()) > np.finfo(np.float64).max:
+        raise ValueError(f"{name} holds values past float64's range (largest magnitude "
+                         f"{np.format_float_scientific(max(values.max(), -values.min()), 3)}): "
+                         "fastkern computes in "
+                         "float64")
+
+
+def scale_exponent(A, bound=400):
+    """e with max |A| = m 2^e, 0.5 <= m < 1, when e is outside [-bound, bound]
+    (the squares of A's values would leave float64), else 0: A 2^-e, exact,
+    has the same ratios with values near 1.  A: dense, or scipy sparse."""
+    values = A.data if hasattr(A, "tocsr") else np.asarray(A)
+    if not values.size:
+        return 0
+    e = math.frexp(float(max(values.max(), -values.min())))[1]
+    return e if abs(e) > bound else 0
+
+
 def check_array_2d(A, name, *, finite=True):
     """Return A as a 2-D numeric ndarray (no copy), or raise naming `name`."""
+    return _check_array_2d(A, name, finite, False)[0]
+
+
+def _check_array_2d(A, name, finite, largest):
+    """(check_array_2d's A, with ``largest`` the largest |value| of A where
+    the finiteness scan can give it (_sparse.max_abs, one scan for both),
+    else None)."""
     if hasattr(A, "tocsr") or hasattr(A, "todense"):
         raise TypeError(f"{name} is a sparse matrix; this computation needs a dense array")
     original = A
@@ -164,9 +211,17 @@ def check_array_2d(A, name, *, finite=True):
     if A.dtype.kind in "OUS":
         A = _as_float(original, A, name)
     _check_numeric_2d_nonempty(A, name)
-    if finite and A.dtype.kind == "f" and not _all_finite(A):
-        raise ValueError(f"{name} contains NaN or infinity")
-    return A
+    most = None
+    if finite and A.dtype.kind == "f":
+        if largest and _compiled(A):
+            most = _sparse.max_abs(A.ravel(order="K"))
+            ok = math.isfinite(most)
+        else:
+            ok = _all_finite(A)
+        if not ok:
+            raise ValueError(f"{name} contains NaN or infinity")
+    check_float64_range(A, name)
+    return A, most
 
 
 def is_dask_array(X):
@@ -181,14 +236,16 @@ def result_dtype(*arrays):
     return np.dtype(np.float64)
 
 
-def check_pair(X, Y):
+def check_pair(X, Y, *, largest=False):
     """Validate X (and Y) for a Gram matrix; returns C-contiguous (X, Y, symmetric).
 
     Y is None, or the very same object as X, means K(X, X): symmetric.
+    largest=True adds a fourth value: the largest |value| of X and Y (from
+    the finiteness scan where it applies).
     """
     symmetric = Y is None or Y is X
-    X = check_array_2d(X, "X")
-    Y = X if symmetric else check_array_2d(Y, "Y")
+    X, most_x = _check_array_2d(X, "X", True, largest)
+    Y, most_y = (X, most_x) if symmetric else _check_array_2d(Y, "Y", True, largest)
     if X.shape[1] != Y.shape[1]:
         raise ValueError(
             f"Incompatible dimension for X and Y matrices: X.shape[1] == {X.shape[1]} "
@@ -197,7 +254,14 @@ def check_pair(X, Y):
     dtype = result_dtype(X, Y)
     X = np.ascontiguousarray(X, dtype=dtype)
     Y = X if symmetric else np.ascontiguousarray(Y, dtype=dtype)
-    return X, Y, symmetric
+    if not largest:
+        return X, Y, symmetric
+    # float32 to float64 keeps the values; other conversions are scanned here.
+    if most_x is None:
+        most_x = _sparse.max_abs(X.ravel())
+    if most_y is None:
+        most_y = _sparse.max_abs(Y.ravel())
+    return X, Y, symmetric, max(most_x, most_y)
 
 
 def check_out(out, shape, dtype, inputs=()):
@@ -323,6 +387,7 @@ def check_sparse_2d(A, name, dtype, *, canonical=True):
     """
     _check_numeric_2d_nonempty(A, name)
     A = A.tocsr()
+    check_float64_range(A, name)
     if A.dtype != dtype:
         A = A.astype(dtype)
     if A.dtype.kind == "f" and A.data.size and not _all_finite(A.data):

@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import math
 import os
 import re
 import textwrap
@@ -81,6 +82,22 @@ _SPARSE_KINDS = frozenset(_CODES[k.compiled] for k in _COMPILED if "sparse" in k
 _DISTANCE_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "sqdist")
 _L1_KINDS = tuple(_CODES[k.compiled] for k in _COMPILED if k.geometry == "l1")
 _PATH_KINDS = _DISTANCE_KINDS + _L1_KINDS
+# Kind code -> the registry's gamma_degree: how gamma follows a rescaling of the data.
+_GAMMA_DEGREE = {_CODES[k.compiled]: k.gamma_degree for k in _COMPILED}
+_GAMMA_SLOT = _gram.param_slots()["gamma"]
+_LOG_GAMMA_SLOT = _gram.param_slots()["log_gamma"]
+# Data whose largest |value| is 2^e, e outside these bounds, is rescaled
+# (_rescaled): its squares, summed over the features, would leave the
+# dtype's range or lose digits to subnormals (float64: 2^(2 * 448) leaves
+# room for 2^127 features; float32: 2^(2 * 48) for 2^30).
+_SAFE_EXPONENT = {np.dtype(np.float64): (-448, 448), np.dtype(np.float32): (-40, 48)}
+# The kernels whose float32 loops take gamma in float32: a gamma past
+# float32's range became inf there, and inf * 0 made the diagonal NaN.
+_FLOAT32_GAMMA = frozenset(_CODES[k.compiled] for k in _COMPILED if k.float32_gamma)
+_FLOAT32 = np.dtype(np.float32)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
+_FLOAT64_TINY = float(np.finfo(np.float64).tiny)
 # kernlab's lim = 1 / (Gamma(nu + 1) 2^nu) overflows beyond nu = 170; fastkern's
 # J_nu(r) (2 / r)^nu Gamma(nu + 1) is exact in float64 up to nu = 100 (_gram._bessel).
 MAX_BESSEL_ORDER = _registry.get("bessel").param("order").high
@@ -366,6 +383,58 @@ def last_level_cache_bytes(cache_dir="/sys/devices/system/cpu/cpu0/cache"):
     return largest
 
 
+def _range_exponent(largest, dtype):
+    """e with largest = m 2^e (0.5 <= m < 1) when e is outside the dtype's
+    _SAFE_EXPONENT bounds, else 0."""
+    if not largest:
+        return 0
+    e = math.frexp(largest)[1]
+    low, high = _SAFE_EXPONENT[dtype]
+    return e if e < low or e > high else 0
+
+
+def _scaled_rows(A, e):
+    """A 2^-e, exactly (a power of two; sparse: new data, the same index arrays)."""
+    if is_sparse(A):
+        return type(A)((np.ldexp(A.data, np.int32(-e)), A.indices, A.indptr),
+                       shape=A.shape, copy=False)
+    return np.ldexp(A, np.int32(-e))
+
+
+def _rescaled(kind, X, Y, symmetric, params, largest):
+    """(X, Y, params) giving the same Gram as the arguments, X and Y brought
+    near 1 by a power of two where their squares would leave their dtype's
+    range (float64 rbf on values of 1e154: the squared distances overflowed;
+    float32 on 2e19 likewise, on 1e-20 they underflowed), with gamma times
+    2^(gamma_degree e) (_registry.KernelDef.gamma_degree); the arguments
+    themselves for other data, for kernels that are not rescaled and where
+    the new gamma would leave float64's range (then the kernel is 0 or 1 at
+    the data's scale anyway).  Raises ValueError for float32 data whose
+    float32 loops would take a gamma past float32's range (_FLOAT32_GAMMA)."""
+    degree = _GAMMA_DEGREE.get(kind, 0)
+    if not degree:
+        return X, Y, params
+    e = _range_exponent(largest, X.dtype)
+    in_float32 = kind in _FLOAT32_GAMMA and X.dtype == _FLOAT32
+    if not (e or in_float32):
+        return X, Y, params
+    gamma = params[_GAMMA_SLOT]
+    high = _FLOAT32_MAX if in_float32 else _FLOAT64_MAX
+    if e:
+        with np.errstate(over="ignore", under="ignore"):
+            scaled = np.ldexp(gamma, degree * e)
+        if not 0.0 < gamma < np.inf or _FLOAT64_TINY <= scaled <= high:
+            params = params.copy()
+            params[_GAMMA_SLOT] = scaled
+            params[_LOG_GAMMA_SLOT] += degree * e * math.log(2.0)
+            X = _scaled_rows(X, e)
+            Y = X if symmetric else _scaled_rows(Y, e)
+    if in_float32 and params[_GAMMA_SLOT] > high:
+        raise ValueError(f"gamma={gamma:.6g} is past float32's range at the scale of the "
+                         "data (float32 data is computed in float32): pass float64 data")
+    return X, Y, params
+
+
 def _tiles_blas(path):
     """BLAS held to one thread where the tiles call gemm: each OpenMP thread
     runs its own single-threaded gemm on a tile."""
@@ -373,7 +442,8 @@ def _tiles_blas(path):
 
 
 def _run(Xin, Yin, kind, params, out, n_threads, path):
-    X, Y, symmetric = check_pair(Xin, Yin)
+    X, Y, symmetric, largest = check_pair(Xin, Yin, largest=True)
+    X, Y, params = _rescaled(kind, X, Y, symmetric, params, largest)
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype, (X, Y), n_threads)
     # gram() returns a new ndarray over out's buffer; the caller's object is returned.
@@ -487,11 +557,11 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
     kdef = _UPPER_TRIANGLE_KERNELS.get(kernel)
     if kdef is None or is_sparse(X) or np.asarray(X).dtype != np.float64:
         return None
-    X, _, _ = check_pair(X, None)
+    X, _, _, largest = check_pair(X, None, largest=True)
     n_threads = check_n_threads(n_threads)
     d = X.shape[1]
-    kparams = compiled_params(kdef, params or {}, d)
     kind = _CODES[kdef.compiled]
+    X, _, kparams = _rescaled(kind, X, X, True, compiled_params(kdef, params or {}, d), largest)
     n = X.shape[0]
     path = tile_path(kind, d, n_rows=n, square=True)
     K = PackedUpperGram(n, n_threads)
@@ -504,6 +574,8 @@ def _upper_triangle_gram(X, kernel, params=None, *, n_threads=None):
 
 def _run_sparse(Xin, Yin, kind, params, out, n_threads, pair=None):
     X, Y, symmetric = check_pair_sparse(Xin, Yin) if pair is None else pair
+    if _GAMMA_DEGREE.get(kind, 0):
+        X, Y, params = _rescaled(kind, X, Y, symmetric, params, _largest_stored(X, Y))
     n_threads = check_n_threads(n_threads)
     out = _output(out, (X.shape[0], Y.shape[0]), X.dtype,
                   (X.data,) if symmetric else (X.data, Y.data), n_threads)
@@ -511,6 +583,11 @@ def _run_sparse(Xin, Yin, kind, params, out, n_threads, pair=None):
     with blas_limit(1):
         _sparse.gram(X, Y, out, kind, params, symmetric, n_threads)
     return out
+
+
+def _largest_stored(X, Y):
+    """The largest |stored value| of the sparse X and Y (validated: finite)."""
+    return max(_sparse.max_abs(X.data), _sparse.max_abs(Y.data))
 
 
 def _rows(X):
@@ -625,8 +702,12 @@ def rbf_kernel(X, Y=None, gamma=None, *, out=None, n_threads=None, path=None):
     return _registered("rbf", X, Y, {"gamma": gamma}, out, n_threads, path)
 
 
-def _normalized_rows(A):
-    """A copy of A with rows of unit L2 norm (zero rows stay zero), as sklearn's normalize."""
+def _normalized_rows(A, e=0):
+    """A copy of A with rows of unit L2 norm (zero rows stay zero), as sklearn's
+    normalize; the norms of A 2^-e (_range_exponent: float32 values of 2e19
+    had infinite norms, of 1e-23 zero ones, and the rows became 0)."""
+    if e:
+        A = _scaled_rows(A, e)
     if is_sparse(A):
         norms = np.sqrt(_sparse.row_sq_norms(A.data, A.indptr, 1))
         norms[norms == 0] = 1
@@ -676,15 +757,17 @@ def cosine_similarity(X, Y=None, dense_output=True, *, out=None, n_threads=None)
     if is_sparse(X) or (Y is not None and is_sparse(Y)):
         sparse_out = _sparse_product(X, Y, dense_output, out)
         X, Y, symmetric = check_pair_sparse(X, Y)
-        Xn = _normalized_rows(X)
-        Yn = Xn if symmetric else _normalized_rows(Y)
+        e = _range_exponent(_largest_stored(X, Y), X.dtype)
+        Xn = _normalized_rows(X, e)
+        Yn = Xn if symmetric else _normalized_rows(Y, e)
         if sparse_out:
             return _sparse_interface(Xn @ Yn.T)
         return _run_sparse(Xn, Yn, _LINEAR, _NO_PARAMS, out, n_threads,
                            pair=(Xn, Yn, symmetric))
-    X, Y, symmetric = check_pair(X, Y)
-    Xn = _normalized_rows(X)
-    Yn = Xn if symmetric else _normalized_rows(Y)
+    X, Y, symmetric, largest = check_pair(X, Y, largest=True)
+    e = _range_exponent(largest, X.dtype)
+    Xn = _normalized_rows(X, e)
+    Yn = Xn if symmetric else _normalized_rows(Y, e)
     return _run(Xn, Yn, _LINEAR, _NO_PARAMS, out, n_threads, "blas")
 
 

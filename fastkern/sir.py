@@ -30,7 +30,7 @@ from fastkern._operator import cross_kernel_times
 from fastkern._linalg import serial_blas
 from fastkern._threads import blas_for, interruptible, limits_blas
 from fastkern._validation import (CachedParamValidation, check_int, check_n_threads, check_real,
-                                  n_threads_constraint, seeded_random_state)
+                                  n_threads_constraint, scale_exponent, seeded_random_state)
 from fastkern.centering import center_gram
 
 __all__ = ["SlicedInverseRegression", "KernelSIR"]
@@ -213,18 +213,28 @@ class SlicedInverseRegression(CachedParamValidation, ClassNamePrefixFeaturesOutM
         labels, counts = _slice_labels(y, self.n_slices, self.slicing)
         with blas_for(n_threads, n):
             self.mean_ = np.asarray(X.mean(axis=0)).ravel()
+            # X 2^-e where X's squares would leave float64 (X * 1e200: an inf
+            # covariance, X * 1e-200: a zero one); the directions do not
+            # depend on X's scale.
+            e = scale_exponent(X)
+            mean = np.ldexp(self.mean_, -e)
             if sparse.issparse(X):
+                if e:
+                    X = X.copy()
+                    X.data = np.ldexp(X.data, -e)
                 # Centring would densify X: the covariance is X^T X / n - m m^T.
-                cov = (X.T @ X).toarray() / n - np.outer(self.mean_, self.mean_)
+                cov = (X.T @ X).toarray() / n - np.outer(mean, mean)
             else:
                 Xc = X - self.mean_
+                if e:
+                    np.ldexp(Xc, -e, out=Xc)
                 cov = Xc.T @ Xc / n
             s, U = linalg.eigh(cov, check_finite=False)
             if s[-1] <= 0:
                 raise ValueError("X has zero variance: every sample is the same")
             keep = s > s[-1] * max(n, p) * np.finfo(np.float64).eps
             W = U[:, keep] / np.sqrt(s[keep])
-            XcW = X @ W - self.mean_ @ W if sparse.issparse(X) else Xc @ W
+            XcW = X @ W - mean @ W if sparse.issparse(X) else Xc @ W
             zbar = _slice_sums(XcW, labels, counts.size) / counts[:, None]
             root = np.sqrt(counts / n)[:, None] * zbar
             lam, eta = linalg.eigh(root.T @ root, check_finite=False)

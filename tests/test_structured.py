@@ -708,3 +708,41 @@ def test_weisfeiler_lehman_directed_adjacency_needs_directed_true(sparse):
     sym = (W != 0).astype(float)
     np.testing.assert_array_equal(WeisfeilerLehman(n_iter=2)([(W, list("aba"))]),
                                   wl_ref([(sym, list("aba"))], 2))
+
+
+def test_subsequence_workspace_is_a_few_rows_not_a_table():
+    # The DP held two (|x| + 1)(|y| + 1) tables per thread: 144 MB for this
+    # pair of 3000 characters (6.4 GB at 20,000).  k rows of |y| + 1 are 72 kB.
+    from fastkern._testing import tracemalloc_peak
+
+    X = random_strings(2, 3000, 3000, alphabet="acgt", seed=3)
+    K, peak = tracemalloc_peak(lambda: Subsequence(k=3, lambda_=0.5)(X, n_threads=1))
+    assert peak < 2**20
+    # The same values as the sum over pairs of index tuples, on a prefix
+    # short enough for it.
+    short = [x[:9] for x in X]
+    pair = subsequence_ref(3, 0.5)
+    np.testing.assert_allclose(Subsequence(k=3, lambda_=0.5, normalized=False)(short),
+                               gram_of(pair, short), rtol=1e-12)
+
+
+def test_subsequence_memory_error_names_the_kernel_and_the_size():
+    X = ["a" * 2_000_000]
+    with pytest.raises(MemoryError, match=r"Subsequence\(k=1000000.*GiB.*2000000 characters"):
+        Subsequence(k=10**6, lambda_=0.5)(X, n_threads=1)
+
+
+def test_subsequence_stops_on_ctrl_c_inside_one_long_pair():
+    # One pair of these strings is seconds of DP on one thread: Ctrl-C was
+    # seen only between pairs.
+    import signal
+    from fastkern._testing import least_time_to_interrupt
+
+    if not hasattr(signal, "pthread_kill"):
+        pytest.skip("needs POSIX signals")
+    X = random_strings(2, 8000, 8000, alphabet="acgt", seed=4)
+    for n_threads in (1, 2):
+        latency = least_time_to_interrupt(
+            lambda: Subsequence(k=10, lambda_=0.5)(X, n_threads=n_threads), 0.5, delay=0.3)
+        assert latency is not None and latency < 0.5
+    np.testing.assert_allclose(Subsequence(k=2, lambda_=0.5)(["ab", "ab"]), 1.0)

@@ -15,6 +15,7 @@
 #ifndef FK_MAPS_H
 #define FK_MAPS_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -465,6 +466,37 @@ FK_CLONES static int fk_any_nonfinite_##S(const T *x, ptrdiff_t n)              
 FK_DEFINE_NONFINITE(double, d, uint64_t, 0x7ff0000000000000ULL)
 FK_DEFINE_NONFINITE(float, f, uint32_t, 0x7f800000U)
 
+/* The bits of the largest |x[j]| (an unsigned integer of T's width: for
+ * IEEE values, the order of |x| is the order of its bits with the sign
+ * cleared), in blocks of 64 values; the scan stops at the first block with
+ * a NaN or an infinity (bits >= E, the exponent mask), so a non-finite
+ * result means "some value is not finite".  The largest magnitude also says
+ * whether the squares of the values leave T's range (fastkern.pairwise
+ * rescales such data).  One definition per precision T, suffix S, unsigned
+ * and signed integers U and I of T's width and exponent mask E. */
+#define FK_DEFINE_MAX_ABS(T, S, U, I, E)                                            \
+FK_CLONES static U fk_max_abs_bits_##S(const T *x, ptrdiff_t n)                     \
+{                                                                                   \
+    /* With the sign bit cleared the bits are a non-negative signed integer:  \
+       AVX2 compares those (not unsigned 64-bit ones) in one instruction. */   \
+    const I e = (I)(E), mag = (I)~((U)1 << (8 * sizeof(U) - 1));                    \
+    I most = 0;                                                                     \
+    for (ptrdiff_t j0 = 0; j0 < n; j0 += 64) {                                      \
+        ptrdiff_t m = n - j0 < 64 ? n - j0 : 64;                                    \
+        for (ptrdiff_t j = 0; j < m; j++) {                                         \
+            I b;                                                                    \
+            memcpy(&b, x + j0 + j, sizeof b);                                       \
+            b &= mag;                                                               \
+            most = b > most ? b : most;                                             \
+        }                                                                           \
+        if (most >= e) return (U)most;                                              \
+    }                                                                               \
+    return (U)most;                                                                 \
+}
+
+FK_DEFINE_MAX_ABS(double, d, uint64_t, int64_t, 0x7ff0000000000000ULL)
+FK_DEFINE_MAX_ABS(float, f, uint32_t, int32_t, 0x7f800000U)
+
 /* The compiled kernels, one line each: id, the registry's name of the compiled
  * map (fastkern/_registry.py), and the geometry the tile loops compute before
  * the map (FK_INNER: inner products; FK_SQDIST: squared Euclidean distances;
@@ -521,7 +553,8 @@ static int fk_kind_geometry(int kind)
     X(GAMMA, "gamma", 1.0)           \
     X(COEF0, "coef0", 0.0)           \
     X(DEGREE, "degree", 1.0)         \
-    X(ORDER, "order", 0.0)
+    X(ORDER, "order", 0.0)           \
+    X(LOG_GAMMA, "log_gamma", 0.0)
 
 #define FK_PARAM_ENUM(id, name, value) FK_P_##id,
 enum fk_param { FK_PARAMS(FK_PARAM_ENUM) FK_N_PARAMS };
@@ -549,6 +582,22 @@ static double fk_param_default(int slot)
  * each kernel's registry entry (compiled_args) says what its slots hold.  One switch per row: the loop of each case is tight and vectorisable
  * (float: the float32 direct path's distances; mapped in double where the
  * kernel needs it, rounded once). */
+/* log(1 + gamma d2) of the rational quadratic kernel where gamma d2 is past
+ * the double range (alpha tiny, the distance large: the kernel is near 1, not
+ * 0) or gamma itself is (a length scale of 1e-200: then gamma is inf and
+ * p[FK_P_LOG_GAMMA] holds log gamma). */
+static double fk_rq_log1p(double d2, double gamma, const double *FK_RESTRICT p)
+{
+    double t = gamma * d2;
+    if (t <= DBL_MAX)
+        return log1p(t);
+    if (d2 == 0.0)
+        return 0.0;
+    double lt = log(d2) + p[FK_P_LOG_GAMMA];
+    /* Past e^37, 1 + t is t in double. */
+    return lt > 37.0 ? lt : log1p(exp(lt));
+}
+
 static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind,
                             const double *FK_RESTRICT p)
 {
@@ -559,7 +608,7 @@ static void fk_sqdist_map_d(double *FK_RESTRICT g, ptrdiff_t n, int kind,
         break;
     case FK_K_RATIONAL_QUADRATIC:
         /* (1 + gamma d2)^-alpha, gamma = 1 / (2 alpha l^2), alpha in degree. */
-        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * log1p(gamma * g[j]));
+        for (ptrdiff_t j = 0; j < n; j++) g[j] = exp(-degree * fk_rq_log1p(g[j], gamma, p));
         break;
     default:
         break;
@@ -576,7 +625,7 @@ static void fk_sqdist_map_f(float *FK_RESTRICT g, ptrdiff_t n, int kind,
         break;
     case FK_K_RATIONAL_QUADRATIC:
         for (ptrdiff_t j = 0; j < n; j++)
-            g[j] = (float)exp(-degree * log1p(gamma * (double)g[j]));
+            g[j] = (float)exp(-degree * fk_rq_log1p((double)g[j], gamma, p));
         break;
     default:
         break;

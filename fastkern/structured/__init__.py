@@ -36,8 +36,8 @@ kernelMatrix, NaN or 0 elsewhere).  Empty strings are rejected (a ValueError nam
 
 Memory: the output Gram plus O(total length of the samples); the Spectrum
 kernel also holds the sparse k-mer count matrix (one entry per distinct
-k-mer of each string), Subsequence one (|x| + 1)(|y| + 1) x 2 float64
-workspace per thread, and the other substring kernels one suffix automaton
+k-mer of each string), Subsequence k (|y| + 1) float64 of workspace per
+thread (y the longest string of Y, or of X without Y), and the other substring kernels one suffix automaton
 per thread (250-330 bytes per character of the longest string of X).
 """
 from fastkern.structured._base import StructuredKernel

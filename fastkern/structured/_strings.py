@@ -383,10 +383,17 @@ class Subsequence(_StringKernel):
     def _pair_gram(self, sx, ox, sy, oy, out, symmetric, n_threads, plan):
         # The values divided by lambda_**(2k) (see _structured._subsequence_pair):
         # the factor cancels in the normalisation, _unscale puts it back.
-        px = int(np.diff(ox).max())
+        # A pair with a string shorter than k is 0 without a DP; the DP of
+        # the others holds k rows of |y| + 1 per thread.
         py = int(np.diff(oy).max())
-        _structured._gram(_SUBSEQUENCE, sx, ox, sy, oy, out, symmetric, n_threads,
-                          n=self.k, lam=self.lambda_, buf_size=2 * (px + 1) * (py + 1))
+        buf_size = self.k * (py + 1) if self.k <= py else 1
+        try:
+            _structured._gram(_SUBSEQUENCE, sx, ox, sy, oy, out, symmetric, n_threads,
+                              n=self.k, lam=self.lambda_, buf_size=buf_size)
+        except MemoryError:
+            raise MemoryError(
+                f"{self!r} needs {8 * buf_size / 2**30:.3g} GiB of workspace per thread "
+                f"(k={self.k} rows of the longest string's {py} characters + 1)") from None
 
     def _unscale(self, out, plan):
         # Twice lambda_**k: lambda_**(2k) alone may overflow where the values do not.
