@@ -45,7 +45,7 @@ def test_msvc_sees_no_gnu_syntax(header, tmp_path):
     # __GNUC__, no __SSE2__, _MSC_VER set.  What remains must be plain C.
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    for name in ("math.h", "stdint.h", "string.h", "stddef.h", "stdio.h", "omp.h",
+    for name in ("math.h", "float.h", "stdint.h", "string.h", "stddef.h", "stdio.h", "omp.h",
                  "emmintrin.h", "xmmintrin.h", "intrin.h", "windows.h"):
         (stubs / name).write_text("")
     text = subprocess.run(
