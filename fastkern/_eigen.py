@@ -542,9 +542,24 @@ def _missed_copies(H, V, j, k, theta, Y, restarts, norm, scratch, centred, rng, 
     # The top Ritz pairs of the basis, descending, with their residual bounds
     # (an eigenvalue lies within its bound of a Ritz value).
     count = min(j, 2 * k + _PROBE_CLUSTER)
-    w, Z = _top_pairs(H, j, count, tridiagonal=not restarts)
-    w, Z = w[::-1], Z[:, ::-1]
-    bounds = np.abs(H[j - 1, j] * Z[j - 1]) if j < n else np.zeros(count)
+    w = None
+    if not restarts:
+        # The Lanczos tridiagonal's pairs and bounds from C (tridiagonal_check):
+        # scipy's wrapper of the same stemr cost more than its work here.
+        w, Z, relative = np.empty(j), np.empty(j * count), np.empty(count)
+        work, iwork = (np.empty(size, dtype) for size, dtype in
+                       zip(_lanczos.check_workspace(j, count), (np.float64, np.intc)))
+        tiny = float(np.finfo(np.float64).tiny)
+        if _lanczos.tridiagonal_check(H, j, count, 1.0, tiny, False, w, Z, relative, work,
+                                      iwork) >= 0:
+            w, Z = w[count - 1::-1], Z.reshape(count, j)[::-1].T
+            bounds = relative[::-1] * np.maximum(tiny, np.abs(w))
+        else:
+            w = None
+    if w is None:
+        w, Z = _top_pairs(H, j, count, tridiagonal=not restarts)
+        w, Z = w[::-1], Z[:, ::-1]
+        bounds = np.abs(H[j - 1, j] * Z[j - 1])
     # The probe locks the top r >= k pairs.  Orthogonal to them, K's values
     # are at most the (r+1)-th, raised by the locked vectors' error (their
     # angle to the invariant subspace, at most their residuals over the gap
