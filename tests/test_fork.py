@@ -178,11 +178,15 @@ def _run(how, names, timeout):
     script = (f"import sys; sys.path.insert(0, {os.path.dirname(__file__)!r})\n" + _PRELUDE
               + "import test_fork\n"
               + f"test_fork._main({how!r}, {list(names)!r})\n")
-    env = dict(os.environ,
-               PYTHONPATH=os.path.dirname(os.path.dirname(fastkern.__file__)))
+    # Run where the imported fastkern lives: `python -c` puts its working
+    # folder first on sys.path, and a source checkout's unbuilt package there
+    # would shadow an installed one.
+    home = os.path.dirname(os.path.dirname(fastkern.__file__))
+    env = dict(os.environ, PYTHONPATH=home)
     # A session of its own: a hung child is killed with the script.
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            cwd=home)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -289,10 +293,11 @@ main_thread_call()
 def test_a_child_forked_during_a_lapack_call_does_not_wait_for_the_parents_worker():
     # The worker is the parent's; a blas_limit in the child waited for it
     # to finish, and it never runs there.
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(fastkern.__file__)))
+    home = os.path.dirname(os.path.dirname(fastkern.__file__))
+    env = dict(os.environ, PYTHONPATH=home)
     proc = subprocess.Popen([sys.executable, "-c", _FORK_DURING_LAPACK], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, cwd=home)
     try:
         out, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
