@@ -1,7 +1,7 @@
 """Matrix-free kernel PCA with the kernel passes run on a Dask cluster.
 
-Install the optional extra with ``pip install "fastkern[dask]"`` (dask and
-distributed).  Nothing here is imported unless it is used.
+Install its optional dependencies with ``pip install "dask[array]" distributed``
+(the ``dask`` extra of a source install).  Nothing here is imported unless it is used.
 
 How it runs
 -----------
@@ -68,7 +68,7 @@ from fastkern._threads import share_of_cores
 from fastkern._validation import check_array_2d, check_real, result_dtype
 
 _MISSING = ("fastkern's Dask support needs the optional packages dask and distributed: "
-            'pip install "fastkern[dask]"')
+            'pip install "dask[array]" distributed')
 
 # Seconds allowed for one kernel pass (and for loading a dask array X): a
 # pass costs O(N^2 d), so at large N it may take minutes; a lost cluster

@@ -2,8 +2,8 @@
 benchmarks/): each computes the task it is timed on, and the command lists
 them or says why it skipped them.
 
-A peer's test is skipped when its package is absent (`pip install
-fastkern[bench]` installs them all).
+A peer's test is skipped when its package is absent (`pip install ".[bench]"`
+from a checkout installs them all).
 """
 import json
 import re

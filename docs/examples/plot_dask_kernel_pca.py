@@ -12,7 +12,7 @@ the in-process solver, and the eigensolver itself runs on the client.  The
 results agree with the in-process ones to within the eigensolver's
 tolerance, whatever the cluster.
 
-Dask is an optional dependency (``pip install "fastkern[dask]"``).  This
+Dask is an optional dependency (``pip install "dask[array]" distributed``).  This
 example starts a small cluster inside this process; on a real cluster you
 would connect with ``Client("tcp://scheduler-host:8786")`` instead.  Where
 Dask is not installed, it runs the in-process solver only.

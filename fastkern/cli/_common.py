@@ -15,7 +15,7 @@ EXIT_INTERRUPTED = 130
 # ... and by SIGTERM (128 + 15).
 EXIT_TERMINATED = 143
 DEFAULT_SEED = 0
-PLOT_EXTRA = 'pip install "fastkern[plot]"'
+PLOT_EXTRA = 'pip install matplotlib'
 
 
 class CLIError(Exception):

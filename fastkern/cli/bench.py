@@ -37,8 +37,8 @@ This quick comparison is all the installed package has. From a source
 checkout (the benchmarks/ folder next to fastkern/), --full runs the full
 harness: a naive Python loop and vectorised NumPy as well, peak memory of
 each call in a fresh process, and numba, numexpr and pykeops where installed
-(pip install "fastkern[bench]"), with --json and --plot (the plot needs
-pip install "fastkern[plot]"); --methods compares kernel CCA, the MMD/HSIC
+(pip install numba numexpr pykeops), with --json and --plot (the plot needs
+pip install matplotlib); --methods compares kernel CCA, the MMD/HSIC
 tests, chi2, string and graph kernels against cca-zoo, hyppo, scikit-learn
 and grakel. The pytest-benchmark suite is
 `pytest benchmarks/ --benchmark-only`."""
