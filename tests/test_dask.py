@@ -346,7 +346,7 @@ def test_cluster_block_scope(client, data):
 
 def test_missing_dask_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
-    with pytest.raises(ImportError, match=r'pip install "fastkern\[dask\]"'):
+    with pytest.raises(ImportError, match=r'pip install "dask\[array\]" distributed'):
         _dask._require()
 
 
