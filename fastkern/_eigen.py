@@ -344,7 +344,11 @@ def probe_steps(n, top, following, lowest, largest=None):
     # then at most n / _PROBE_FAILURE^2.  The Ritz value's shortfall, at
     # most (largest - lowest) tan^2 / T_{s-1}(1 + 2 gamma)^2, must stay under gap / 2.
     target = math.sqrt(2 * (largest - lowest) * n / gap) / _PROBE_FAILURE
-    steps = 1 + math.ceil(math.acosh(target) / math.acosh(1 + 2 * gamma))
+    # acosh(1 + 2 gamma), accurate (and > 0) for a gamma below the rounding of 1.
+    rate = math.log1p(2 * gamma + math.sqrt(2 * gamma * (2 + 2 * gamma)))
+    if not rate > 0 or math.acosh(target) / rate > _PROBE_MAX_STEPS:
+        return None
+    steps = 1 + math.ceil(math.acosh(target) / rate)
     return None if steps > _PROBE_MAX_STEPS else max(_PROBE_MIN_STEPS, steps)
 
 

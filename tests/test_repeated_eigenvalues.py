@@ -155,6 +155,11 @@ def test_probe_steps_follow_the_gap():
     assert few is not None and many is not None and few < many
     assert _eigen.probe_steps(1000, 5.0, 4.9999, 0.0) is None
     assert _eigen.probe_steps(1000, 5.0, 5.0, 0.0) is None
+    # A gap at the rounding of the values (ARPACK's pairs of a repeated value
+    # of an indefinite matrix, in scikit-learn's test_precomputed_kernel_not_psd):
+    # 1 + 2 gamma rounds to 1, and the bound's rate must not divide by zero.
+    assert _eigen.probe_steps(8, 7.650000000000002, 7.650000000000001, -52.7) is None
+    assert _eigen.probe_steps(8, 5.0, 5.0 - 1e-12, 0.0) is None
 
 
 def test_lanczos_reports_a_missed_copy_as_unconverged():
