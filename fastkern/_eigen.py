@@ -346,7 +346,7 @@ def probe_steps(n, top, following, lowest, largest=None):
     target = math.sqrt(2 * (largest - lowest) * n / gap) / _PROBE_FAILURE
     # acosh(1 + 2 gamma), accurate (and > 0) for a gamma below the rounding of 1.
     rate = math.log1p(2 * gamma + math.sqrt(2 * gamma * (2 + 2 * gamma)))
-    if not rate > 0 or math.acosh(target) / rate > _PROBE_MAX_STEPS:
+    if not rate > 0:
         return None
     steps = 1 + math.ceil(math.acosh(target) / rate)
     return None if steps > _PROBE_MAX_STEPS else max(_PROBE_MIN_STEPS, steps)
@@ -637,14 +637,14 @@ def missed_values(K, w, v, rng, psd=True):
     k = w.size - 1
     top = float(w[1])
     breakdown = math.sqrt(n) * float(np.finfo(K.dtype).eps)
-    if not top > breakdown * float(np.max(np.abs(w))):
+    norm = float(np.max(np.abs(w)))
+    if not top > breakdown * norm:
         # 0 to the rounding of a product, as every value below it.
         return False
     x = np.ascontiguousarray(v[:, 0], dtype=K.dtype)
     # K x from the triangle the probe reads (K.T is K's F-ordered view).
     residual = linalg.blas.get_blas_funcs("symv", (K,))(1.0, K.T, x, lower=0) - w[0] * x
     following = float(w[0]) + float(np.linalg.norm(residual))
-    norm = float(np.max(np.abs(w)))
     steps = probe_steps(n, top, following, 0.0 if psd else -norm)
     if steps is None:
         return True
