@@ -251,13 +251,15 @@ LANCZOS_EXTRA_VECTORS = 75
 # n^2 / 8000 (5 us at n = 200, 170 at 1000); a convergence check on j basis
 # vectors after a restart (syevr on the dense projected matrix, from Python)
 # about 40 + j^2 / 30, and before the first restart, where that matrix is
-# tridiagonal (stemr), about 10 + j (14 us at j = 10, 93 at 80).  It only
+# tridiagonal (QL on all its values, ritz_check), about 2 + j^2 / 55 (3 us
+# at j = 10, 73 at 63), and 2 j more near convergence (stein).  It only
 # spaces the checks, so that they cost no more than half the steps between
 # them; it never changes what converged means.
 _STEP_US_PER_N2 = 1 / 8000
 _CHECK_US = 40
 _CHECK_US_PER_J2 = 1 / 30
-_TRIDIAGONAL_CHECK_US = 10
+_TRIDIAGONAL_CHECK_US = 2
+_TRIDIAGONAL_CHECK_US_PER_J2 = 1 / 55
 # The steps between two checks cost this many checks.  With 1 the checks
 # took 40% of the solver at n = 200 (0.32 of 0.77 ms, 8 checks for 65
 # steps), where the steps after convergence cost less: KernelPCA's fit at
@@ -324,8 +326,6 @@ def symmetric_product(K, x, n_threads=1):
 _PROBE_FAILURE = 1e-4
 _PROBE_MIN_STEPS = 4
 _PROBE_MAX_STEPS = 60
-# Ritz pairs beyond 2k the probe may lock with a cluster around the k-th.
-_PROBE_CLUSTER = 10
 
 
 def probe_steps(n, top, following, lowest, largest=None):
@@ -334,22 +334,10 @@ def probe_steps(n, top, following, lowest, largest=None):
     probe's complement holds apart from missed ones at most ``following``, and
     the least at least ``lowest``; None where the bound needs more than
     _PROBE_MAX_STEPS."""
-    if not lowest <= following < top:
-        return None
-    largest = top if largest is None else max(top, largest)
-    gap = top - following
-    gamma = gap / max(following - lowest, np.finfo(np.float64).tiny)
-    # A random unit start has weight below _PROBE_FAILURE / sqrt(n) on a given
-    # direction with probability below _PROBE_FAILURE: tan^2 of its angle is
-    # then at most n / _PROBE_FAILURE^2.  The Ritz value's shortfall, at
-    # most (largest - lowest) tan^2 / T_{s-1}(1 + 2 gamma)^2, must stay under gap / 2.
-    target = math.sqrt(2 * (largest - lowest) * n / gap) / _PROBE_FAILURE
-    # acosh(1 + 2 gamma), accurate (and > 0) for a gamma below the rounding of 1.
-    rate = math.log1p(2 * gamma + math.sqrt(2 * gamma * (2 + 2 * gamma)))
-    if not rate > 0:
-        return None
-    steps = 1 + math.ceil(math.acosh(target) / rate)
-    return None if steps > _PROBE_MAX_STEPS else max(_PROBE_MIN_STEPS, steps)
+    steps = _lanczos.probe_step_count(n, top, following, lowest,
+                                      top if largest is None else largest, _PROBE_FAILURE,
+                                      _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
+    return int(steps) if math.isfinite(steps) else None
 
 
 def lanczos_basis_size(n, k):
@@ -437,8 +425,9 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     if not np.linalg.norm(v) > 0:
         raise ValueError("v0 must be a nonzero vector")
     V[0] = v / np.linalg.norm(v)
-    # The checks' arrays (tridiagonal_check), made once.
+    # The checks' arrays (ritz_check, tridiagonal_check), made once.
     theta_buf, z_buf, relative = np.empty(m), np.empty(m * k), np.empty(k)
+    ritz_w, ritz_last = np.empty(m), np.empty(m)
     work, iwork = (np.empty(size, dtype) for size, dtype in
                    zip(_lanczos.check_workspace(m, k), (np.float64, np.intc)))
     step_us = n * n * _STEP_US_PER_N2
@@ -446,8 +435,10 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
 
     def gap(j):
         # Steps that cost as much as a check on j vectors.
-        check_us = (_TRIDIAGONAL_CHECK_US + j if not restarts
-                    else _CHECK_US + j * j * _CHECK_US_PER_J2)
+        if not restarts:
+            check_us = _TRIDIAGONAL_CHECK_US + j * j * _TRIDIAGONAL_CHECK_US_PER_J2
+        else:
+            check_us = _CHECK_US + j * j * _CHECK_US_PER_J2
         return max(1, math.ceil(_CHECK_SPACING * check_us / step_us))
 
     # The products' threads: n_threads, or one where one was clearly faster
@@ -486,14 +477,22 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
         # Until the first restart the projected matrix is the Lanczos
         # tridiagonal (the rest of H's lower triangle is rounding).  A basis
         # of all n directions: H is K in it, the pairs are exact.
-        ratio = -1.0
+        # ritz_check (QL) finds the vectors only near convergence; stemr's
+        # check where QL declined, or where max_iter=0 wants the pairs now.
+        ratio, have, ritz = -1.0, False, None
         if not restarts:
-            ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, j >= n, theta_buf, z_buf,
-                                               relative, work, iwork)
-        if ratio >= 0:
-            theta, Y = theta_buf[:k], z_buf[:j * k].reshape(k, j).T
-        else:
-            # After a restart, or where stemr declined.
+            ratio, have = _lanczos.ritz_check(H, j, k, tol, floor, j >= n, ritz_w, ritz_last,
+                                              z_buf, relative)
+            if ratio < 0 or (not have and j == m and restarts >= max_iter):
+                ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, j >= n, theta_buf,
+                                                   z_buf, relative, work, iwork)
+                theta, have = theta_buf[:k], ratio >= 0
+            else:
+                theta, ritz = ritz_w[j - k:j].copy(), (ritz_w, ritz_last)
+        if have:
+            Y = z_buf[:j * k].reshape(k, j).T
+        elif not (ratio >= 0 or ritz):
+            # After a restart, or where QL and stemr declined.
             theta, Y = _top_pairs(H, j, k)
             bounds = np.abs(H[j - 1, j] * Y[j - 1]) if j < n else np.zeros(k)
             scale = np.maximum(floor, np.abs(theta))
@@ -503,8 +502,8 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
             callback(j, ratio * tol)
         if probe and ratio <= 1 and j < n - centred:
             vectors = V[:j].T @ Y.astype(dtype, copy=False)
-            if _missed_copies(H, V, j, k, theta, Y, restarts, norm[0], scratch, centred, rng,
-                              operand, breakdown, acc, n_threads, row_start):
+            if _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm[0], scratch, centred,
+                              rng, operand, breakdown, acc, n_threads, row_start):
                 relative = np.full(k, np.inf)
             return theta, vectors, relative
         if ratio <= 1 or (j == m and restarts >= max_iter):
@@ -532,97 +531,115 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
         stop = min(m, j + max(1, step))
 
 
-def _missed_copies(H, V, j, k, theta, Y, restarts, norm, scratch, centred, rng, operand,
+def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred, rng, operand,
                    breakdown, acc, n_threads, row_start):
     """Whether lanczos_eigsh's probe (see _PROBE_FAILURE) finds, or cannot rule
-    out, a value of K that the basis V[:j] missed, theta and Y its k converged
-    Ritz pairs in the basis.  Overwrites V and H."""
+    out, a value of K that the basis V[:j] missed, theta and Y its k
+    converged Ritz pairs in the basis, ritz None or every Ritz value of the
+    Lanczos tridiagonal with the last components of their vectors
+    (_lanczos.ritz_check).  Overwrites V and H."""
     n = V.shape[1]
-    top = float(np.min(theta))
+    top = float(theta.min())
     if not top > breakdown * norm:
         # The k-th value is 0 to the rounding of a product (a centred Gram's
         # values are >= 0): so is every value below it.
         return False
-    # The top Ritz pairs of the basis, descending, with their residual bounds
-    # (an eigenvalue lies within its bound of a Ritz value).
-    count = min(j, 2 * k + _PROBE_CLUSTER)
-    w = None
-    if not restarts:
-        # The Lanczos tridiagonal's pairs and bounds from C (tridiagonal_check):
-        # scipy's wrapper of the same stemr cost more than its work here.
-        w, Z, relative = np.empty(j), np.empty(j * count), np.empty(count)
-        work, iwork = (np.empty(size, dtype) for size, dtype in
-                       zip(_lanczos.check_workspace(j, count), (np.float64, np.intc)))
-        tiny = float(np.finfo(np.float64).tiny)
-        if _lanczos.tridiagonal_check(H, j, count, 1.0, tiny, False, w, Z, relative, work,
-                                      iwork) >= 0:
-            w, Z = w[count - 1::-1], Z.reshape(count, j)[::-1].T
-            bounds = relative[::-1] * np.maximum(tiny, np.abs(w))
-        else:
-            w = None
-    if w is None:
-        w, Z = _top_pairs(H, j, count, tridiagonal=not restarts)
-        w, Z = w[::-1], Z[:, ::-1]
-        bounds = np.abs(H[j - 1, j] * Z[j - 1])
-    # The probe locks the top r >= k pairs.  Orthogonal to them, K's values
-    # are at most the (r+1)-th, raised by the locked vectors' error (their
-    # angle to the invariant subspace, at most their residuals over the gap
-    # to the (r+1)-th, squared, times the largest value), apart from missed
-    # copies of the top r.  The r whose bound lies furthest below the k-th
-    # value needs the fewest steps: a cluster around the k-th is locked whole.
-    lowest = 0.0 if np.min(np.diagonal(H[:j, :j])) >= 0 else -norm
-    r = np.arange(k, count - 1)
-    gap = w[r - 1] - bounds[r - 1] - w[r] - bounds[r]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        following = (w[r] + bounds[r]
-                     + np.cumsum(bounds ** 2)[r - 1] / gap ** 2 * max(abs(w[0]), abs(lowest)))
-    following[~(gap > 0)] = np.inf
-    if not following.size or not np.min(following) < top:
+    # The probe locks the top r >= k Ritz vectors.  Orthogonal to them, K's
+    # values are at most the (r+1)-th, raised by those vectors' error, apart
+    # from missed copies of the top r, which are orthogonal to the locked
+    # vectors to their residuals (to the whole basis only in exact
+    # arithmetic: rounding brings part of a copy into it).  The further that
+    # bound lies below the k-th value, the fewer steps; _lanczos.probe_plan
+    # weighs them against the locking, and never splits a cluster.  Every
+    # Ritz value counts, with its residual bound: from the Lanczos
+    # tridiagonal before a restart (QL), else from the projected matrix.
+    Z = None
+    if ritz is not None:
+        w, last = ritz
+        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
+                                   _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
+    elif not restarts:
+        w, last = np.empty(j), np.empty(j)
+        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, True, _PROBE_FAILURE,
+                                   _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
+    else:
+        plan = (-2,)
+    if plan[0] == -2:
+        w, Z = linalg.eigh(np.array(H[:j, :j], dtype=np.float64), lower=True,
+                           check_finite=False)
+        last = np.ascontiguousarray(Z[j - 1])
+        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
+                                   _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
+    r, following, steps, lowest = plan
+    if r < 0:
         return True
-    best = int(np.argmin(following))
-    r, following = int(r[best]), float(following[best])
-    steps = probe_steps(n, top, following, lowest, largest=float(w[0]))
-    if steps is None:
-        return True
-    V[:r] = Z[:, :r].T.astype(V.dtype, copy=False) @ V[:j]
-    return _probe(V, H, r, steps, (top + following) / 2, scratch, centred, rng, operand,
-                  breakdown, norm, acc, n_threads, row_start)
+    if Z is None:
+        # The locked vectors as rows: inverse iteration's beyond Y's k, then Y's.
+        rows = np.empty((r, j))
+        rows[r - k:] = Y.T
+        if r > k and _lanczos.tridiagonal_vectors(H, j, w[j - r:j - k], rows.reshape(-1)):
+            rows = _top_pairs(H, j, r, tridiagonal=True)[1].T
+    else:
+        rows = Z[:, j - r:].T
+    V[:r] = rows.astype(V.dtype, copy=False) @ V[:j]
+    return _probe(V, H, r, steps, top, following, lowest, float(w[j - 1]), scratch, centred,
+                  rng, operand, breakdown, norm, acc, n_threads, row_start)
 
 
-def _probe(V, H, k, steps, threshold, scratch, centred, rng, operand, breakdown, norm,
-           acc=None, n_threads=1, row_start=None):
-    """The probe's steps (see _PROBE_FAILURE) from a random direction orthogonal
-    to V's first k rows, the locked Ritz vectors: whether its largest Ritz
-    value passes threshold.  Overwrites V[k:] and H[k:]."""
+def _probe(V, H, k, steps, top, following, lowest, largest, scratch, centred, rng, operand,
+           breakdown, norm, acc=None, n_threads=1, row_start=None):
+    """The probe (see _PROBE_FAILURE) from a random direction orthogonal to V's
+    first k rows, the locked Ritz vectors, for ``steps`` steps, the count
+    probe_steps gives for ``top``, ``following``, ``lowest`` and ``largest``:
+    whether its largest Ritz value passes the midpoint of top and following.
+    Overwrites V[k:] and H[k:].
+
+    A largest Ritz value above ``following`` shows the complement holds more
+    than the bound said (a cluster the basis had not
+    resolved): the bound is raised to it and the probe runs on for the steps
+    the new gap needs, or says it cannot rule a missed value out."""
     n = V.shape[1]
-    steps = min(steps, V.shape[0] - 1 - k, n - centred - k)
+    limit = min(V.shape[0] - 1 - k, n - centred - k)
+    steps = min(steps, limit)
     if steps <= 0:
         return False
     _lanczos.new_direction(V, k, rng.uniform(-1, 1, n), scratch, centred)
     step, end = k, k + steps
     norm_buf = np.array([norm], dtype=V.dtype)
+    found = np.empty(limit)
     while True:
-        reached = _lanczos.expand(operand, V, H, scratch, step, end, breakdown, norm_buf,
-                                  centred, acc, n_threads, row_start)
-        if reached == end:
-            break
-        # The complement holds an invariant subspace: the probe goes on outside it.
-        H[reached, reached + 1] = 0
-        step = reached + 1
-        if step == end:
-            break
-        _lanczos.new_direction(V, step, rng.uniform(-1, 1, n), scratch, centred)
-    # The probe's projections on the locked vectors are the rounding of their
-    # residuals; among themselves its vectors form a Lanczos tridiagonal.
-    d = np.array(np.diagonal(H[k:end, k:end]), dtype=np.float64)
-    e = np.array(np.diagonal(H[k:end - 1, k + 1:end]), dtype=np.float64)
-    # stemr overwrites e (its last entry is workspace).
-    e = np.append(e, 0.0)
-    count, found, _, info = linalg.lapack.dstemr(d, e, 2, 0.0, 0.0, steps, steps, compute_v=0)
-    if info != 0 or count != 1:
-        found = linalg.eigvalsh_tridiagonal(d, e[:-1], select="i",
-                                            select_range=(steps - 1, steps - 1))
-    return bool(found[0] > threshold)
+        while True:
+            reached = _lanczos.expand(operand, V, H, scratch, step, end, breakdown, norm_buf,
+                                      centred, acc, n_threads, row_start)
+            if reached == end:
+                break
+            # The complement holds an invariant subspace: the probe goes on outside it.
+            H[reached, reached + 1] = 0
+            step = reached + 1
+            if step == end:
+                break
+            _lanczos.new_direction(V, step, rng.uniform(-1, 1, n), scratch, centred)
+        # The probe's projections on the locked vectors are the rounding of
+        # their residuals; among themselves its vectors form a Lanczos
+        # tridiagonal, read by its superdiagonal (where an invariant subspace
+        # left a 0).
+        done = end - k
+        if _lanczos.tridiagonal_values(H, k, end, True, found):
+            found[:done] = linalg.eigvalsh(np.array(H[k:end, k:end], dtype=np.float64),
+                                           lower=False, check_finite=False)
+        # The top Ritz value: the complement's largest value is at least it.
+        value = float(found[done - 1])
+        if value > (top + following) / 2:
+            return True
+        if value <= following:
+            return False
+        following = value
+        more = probe_steps(n, top, following, lowest, largest)
+        if more is None or more > limit:
+            return True
+        if more <= done:
+            return False
+        step, end = end, k + more
 
 
 def missed_values(K, w, v, rng, psd=True):
@@ -645,15 +662,17 @@ def missed_values(K, w, v, rng, psd=True):
     # K x from the triangle the probe reads (K.T is K's F-ordered view).
     residual = linalg.blas.get_blas_funcs("symv", (K,))(1.0, K.T, x, lower=0) - w[0] * x
     following = float(w[0]) + float(np.linalg.norm(residual))
-    steps = probe_steps(n, top, following, 0.0 if psd else -norm)
+    lowest, largest = (0.0 if psd else -norm), float(w[-1])
+    steps = probe_steps(n, top, following, lowest, largest)
     if steps is None:
         return True
-    steps = min(steps, n - 1 - k)
-    V = np.empty((k + steps + 1, n), K.dtype)
-    H = np.zeros((k + steps, k + steps + 1), K.dtype)
+    # Room for the probe to run on (_probe).
+    room = min(n - 1, k + _PROBE_MAX_STEPS)
+    V = np.empty((room + 1, n), K.dtype)
+    H = np.zeros((room, room + 1), K.dtype)
     V[:k] = v[:, 1:].T
     with blas_limit(1):
-        return _probe(V, H, k, steps, (top + following) / 2, np.empty(k + steps, K.dtype),
+        return _probe(V, H, k, steps, top, following, lowest, largest, np.empty(room, K.dtype),
                       False, check_random_state(rng), K, breakdown, norm)
 
 
@@ -667,8 +686,9 @@ def _top_pairs(H, j, l, tridiagonal=False):
     removed from the vectors).  The check with LAPACK's stemr on it took
     21-93 us against 28-210 us with syevr on the dense matrix at j = 20-80
     (5 pairs); KernelPCA's fit at 200-1000 rows took 0.87-1.01x its time.
-    The checks before a restart are now ``_lanczos.tridiagonal_check``'s,
-    the same stemr call from C; this one keeps the first restart's pairs.
+    The checks before a restart are now ``_lanczos.ritz_check``'s (QL, and
+    stein near convergence) or ``tridiagonal_check``'s (the same stemr call
+    from C); this one keeps the first restart's pairs.
     """
     if tridiagonal:
         d = np.array(np.diagonal(H[:j, :j]), dtype=np.float64)

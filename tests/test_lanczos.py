@@ -184,7 +184,7 @@ def test_tridiagonal_check_rejects_arrays_too_small():
             _lanczos.tridiagonal_check(H, j, k, *args[3:])
 
 
-def test_checks_fall_back_to_the_dense_solve_when_stemr_declines(monkeypatch):
+def test_checks_fall_back_to_the_dense_solve_when_ql_and_stemr_decline(monkeypatch):
     A = _SPECTRA["rbf-steep"]()
     expected = lanczos_eigsh(A, 5, random_state=0)
     stemr_calls, check_calls = [], []
@@ -198,6 +198,8 @@ def test_checks_fall_back_to_the_dense_solve_when_stemr_declines(monkeypatch):
         return -1.0
     monkeypatch.setattr(linalg.lapack, "dstemr", declined)
     monkeypatch.setattr(_lanczos, "tridiagonal_check", check_declined)
+    # QL (ritz_check) declines too, as it would on a matrix it cannot reduce.
+    monkeypatch.setattr(_lanczos, "ritz_check", lambda *args: (-1.0, False))
     # ncv = 30: restarts too, the first of which solves the tridiagonal (stemr).
     for ncv, restarts in [(None, False), (30, True)]:
         stemr_calls.clear()
@@ -628,3 +630,169 @@ def test_probe_keeps_the_pairs_or_says_they_may_miss_a_value(name):
         assert residuals.max() <= np.finfo(float).eps
     else:
         assert residuals.max() <= np.finfo(float).eps or np.isinf(residuals).all()
+
+
+def _lanczos_tridiagonals(n=400, d=8, gamma=0.5, k=5):
+    """The H of every convergence check of a real solve (an RBF Gram, centred),
+    with the check's order j."""
+    X = np.random.default_rng(0).standard_normal((n, d))
+    K = np.ascontiguousarray(_double_centred(fastkern.rbf_kernel(X, gamma=gamma)))
+    seen = []
+    check = _lanczos.ritz_check
+
+    def record(H, j, *args):
+        seen.append((np.array(H), j))
+        return check(H, j, *args)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(_lanczos, "ritz_check", record)
+    try:
+        lanczos_eigsh(K, k, random_state=0)
+    finally:
+        mp.undo()
+    return seen
+
+
+def _tridiagonal_matrix(H, j, start=0, upper=False):
+    d = np.diagonal(H[start:j, start:j])
+    if upper:
+        e = np.diagonal(H[start:j, start + 1:j + 1])
+    else:
+        e = np.diagonal(H[start + 1:j, start:j])
+    return np.diag(d) + np.diag(e[:j - start - 1], 1) + np.diag(e[:j - start - 1], -1)
+
+
+@pytest.mark.parametrize("case", ["random", "cluster", "zero", "split", "huge", "tiny",
+                                  "lanczos"])
+@pytest.mark.parametrize("upper", [False, True])
+def test_tridiagonal_values_are_lapacks_with_the_last_row(case, upper):
+    # All eigenvalues of the tridiagonal and the last components of its
+    # eigenvectors, against LAPACK's eigh on the dense matrix: each value to
+    # a few j eps of the norm, each last component to a few j eps where the
+    # value is apart from the others, and within a cluster their norm.
+    if case == "lanczos":
+        H, j = _lanczos_tridiagonals()[-1]
+        upper = False
+    else:
+        j = 40
+        H = _tridiagonal(j, case == "cluster")
+        if case == "zero":
+            H[:] = 0
+        elif case == "split":
+            H[np.arange(1, j), np.arange(j - 1)] *= np.arange(1, j) % 7 != 0
+            H[np.arange(j - 1), np.arange(1, j)] *= np.arange(1, j) % 7 != 0
+        elif case in ("huge", "tiny"):
+            H *= 1e150 if case == "huge" else 1e-150
+    start = 3 if upper else 0
+    T = _tridiagonal_matrix(H, j, start, upper)
+    w, last = np.empty(j - start), np.empty(j - start)
+    assert _lanczos.tridiagonal_values(H, start, j, upper, w, last) == 0
+    w_ref, Z_ref = linalg.eigh(T)
+    scale = max(np.abs(T).max(), np.finfo(float).tiny)
+    tol = 8 * j * np.finfo(float).eps
+    np.testing.assert_allclose(w, w_ref, rtol=0, atol=tol * scale)
+    # Clusters: values within tol of each other share their last components' norm.
+    groups = np.cumsum(np.r_[True, np.diff(w_ref) > 1e3 * tol * scale])
+    for g in np.unique(groups):
+        members = groups == g
+        np.testing.assert_allclose(np.linalg.norm(last[members]),
+                                   np.linalg.norm(Z_ref[-1, members]), atol=1e3 * tol)
+
+
+def test_tridiagonal_vectors_match_stemr_to_their_tiny_last_components():
+    # The vectors of converged Ritz values have last components far below
+    # eps; inverse iteration computes them as stemr does, to a few digits
+    # down to a hundredth of eps (stemr rounds some of those to 0), which is
+    # what the convergence test reads.
+    tiny = np.finfo(float).eps / 100
+    for H, j in _lanczos_tridiagonals():
+        k = min(8, j)
+        w = np.empty(j)
+        assert _lanczos.tridiagonal_values(H, 0, j, False, w) == 0
+        Z = np.empty(j * k)
+        assert _lanczos.tridiagonal_vectors(H, j, w[j - k:], Z) == 0
+        Z = Z.reshape(k, j).T
+        T = _tridiagonal_matrix(H, j)
+        assert np.abs(T @ Z - Z * w[j - k:]).max() <= 1e-13 * np.abs(T).max()
+        np.testing.assert_allclose(Z.T @ Z, np.eye(k), atol=1e-13)
+        _, _, Z_ref = _check(H, j, k)[:3]
+        np.testing.assert_allclose(np.abs(Z[-1]), np.abs(Z_ref[-1]), rtol=1e-3, atol=tiny)
+
+
+def test_ritz_check_decides_as_the_stemr_check():
+    # On every check of a real solve: the same top values, and where the QL
+    # values show no pair clearly short, the same estimates from the vectors;
+    # where they do, stemr's check also finds the pairs short.
+    tiny = np.finfo(float).eps / 100
+    for H, j in _lanczos_tridiagonals():
+        k = min(5, j)
+        tol, floor = np.finfo(float).eps, np.finfo(float).eps ** (2 / 3)
+        w, last, Z, relative = np.empty(j), np.empty(j), np.empty(j * k), np.empty(k)
+        ratio, vectors = _lanczos.ritz_check(H, j, k, tol, floor, False, w, last, Z, relative)
+        ratio_ref, theta, _, relative_ref = _check(H, j, k, tol, floor)
+        np.testing.assert_allclose(w[j - k:], theta, rtol=0,
+                                   atol=8 * j * tol * np.abs(theta).max())
+        if vectors:
+            np.testing.assert_allclose(ratio, ratio_ref, rtol=1e-3)
+            np.testing.assert_allclose(relative[:k], relative_ref, rtol=1e-3, atol=tiny)
+        else:
+            assert ratio > 1 and ratio_ref > 1
+
+
+def _plan_reference(H, j, k, top, norm, n):
+    """_lanczos.probe_plan in NumPy: every r, its bound and steps, the cheapest kept."""
+    w, Z = linalg.eigh(_tridiagonal_matrix(H, j))
+    bounds = np.abs(H[j - 1, j] * Z[-1])
+    lowest = 0.0 if np.diagonal(H[:j, :j]).min() >= 0 else -norm
+    best = (np.inf, -1, 0.0, 0)
+    for r in range(k, j - 1):
+        a = j - 1 - r
+        if r > k and not bounds[a + 1] <= 2.0 ** -26 * abs(w[a + 1]):
+            break
+        gap = w[a + 1] - bounds[a + 1] - w[a] - bounds[a]
+        if not gap > 0:
+            continue
+        following = (w[a] + bounds[a] + np.sum(bounds[a + 1:] ** 2) / gap ** 2
+                     * max(abs(w[-1]), abs(lowest)))
+        steps = _eigen.probe_steps(n, top, following, lowest, w[-1])
+        if steps is None:
+            continue
+        cost = steps * (n * n + 4 * n * (r + steps)) + r * j * (2 * n + 500)
+        if cost < best[0]:
+            best = (cost, r, following, steps)
+    return best[1:]
+
+
+def test_probe_plan_is_its_numpy_reference():
+    for H, j in _lanczos_tridiagonals()[-1:] + _lanczos_tridiagonals(300, 64, 1 / 64)[-1:]:
+        k = 5
+        w, last = np.empty(j), np.empty(j)
+        top = float(np.sort(np.linalg.eigvalsh(_tridiagonal_matrix(H, j)))[-k])
+        r, following, steps, lowest = _lanczos.probe_plan(
+            H, j, k, top, 10.0, 400, w, last, True, _eigen._PROBE_FAILURE,
+            _eigen._PROBE_MIN_STEPS, _eigen._PROBE_MAX_STEPS)
+        r_ref, following_ref, steps_ref = _plan_reference(H, j, k, top, 10.0, 400)
+        assert r >= k and lowest == 0
+        assert (r, steps) == (r_ref, steps_ref)
+        np.testing.assert_allclose(following, following_ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_probe_runs_on_where_the_complement_holds_more_than_the_bound_said(copy):
+    # The locked vectors are exact eigenvectors of the top 3 values; the bound
+    # handed to the probe says the rest is at most 1, but the complement
+    # holds 3.0 (a cluster the basis had not resolved).  Without a copy of
+    # the top values there, the probe must not report one; with a copy of
+    # the third (5.0), it must, for every start.
+    n = 300
+    rest = np.linspace(0, 3.0, n - 3 - copy)
+    values = np.r_[[7.0, 6.0, 5.0], [5.0] * copy, rest]
+    K = _spectrum_matrix(values, seed=1)
+    Q = np.linalg.eigh(K)[1][:, ::-1]
+    for seed in range(10):
+        room = 3 + _eigen._PROBE_MAX_STEPS
+        V, H = np.empty((room + 1, n)), np.zeros((room, room + 1))
+        V[:3] = Q[:, :3].T
+        steps = _eigen.probe_steps(n, 5.0, 1.0, 0.0, 7.0)
+        found = _eigen._probe(V, H, 3, steps, 5.0, 1.0, 0.0, 7.0, np.empty(room), False,
+                              np.random.RandomState(seed), K, np.sqrt(n) * 2.0 ** -52, 7.0)
+        assert found == copy
