@@ -11,13 +11,13 @@ Passes over K report how far they have got to the sink installed by
 """
 import numpy as np
 
-from fastkern import _gram, _matfree
-from fastkern._kernel_api import KernelSpec
+from fastkern import _gram, _matfree, _sparse
+from fastkern._kernel_api import CompiledKernel, KernelSpec
 from fastkern._progress import report_fraction as _report_fraction
 from fastkern._progress import reporting_progress
 from fastkern._threads import blas_limit
 from fastkern._validation import check_n_threads
-from fastkern.pairwise import tile_path
+from fastkern.pairwise import tile_path, tile_scale
 
 __all__ = ["KernelOperator", "cross_kernel_times", "kernel_times", "reporting_progress"]
 
@@ -83,13 +83,23 @@ class KernelOperator:
         op._setup(X, spec, n_threads, memory_budget)
         return op
 
-    def _setup(self, X, spec, n_threads, memory_budget):
+    def _setup(self, X, spec, n_threads, memory_budget, largest=None):
         self.X = X
         self.kernel_spec = spec
         self.n_threads = check_n_threads(n_threads)
         self.budget = memory_budget
         self.compiled = spec.compiled(X.shape[1])
         if self.compiled is not None:
+            # Data whose squares leave the dtype's range (X of 1e154 in
+            # float64) is brought near 1 by a power of two, with gamma to
+            # match, as the Gram functions do (pairwise._rescaled); largest:
+            # the largest |value| of X and the rows it will meet.
+            self._compiled_in = self.compiled
+            self.largest = (_sparse.max_abs(np.ravel(X)) if largest is None else largest)
+            self._tile_rows, params, self.shift = tile_scale(self.compiled.kind, X,
+                                                             self.compiled.params, self.largest)
+            if self.shift:
+                self.compiled = CompiledKernel(self.compiled.kind, params)
             self._setup_tiles(self.compiled)
         elif not spec.precomputed:
             # One block of rows of K(A, X) at a time, in float64.
@@ -101,7 +111,7 @@ class KernelOperator:
             self.block_rows = int(min(rows, _TILE))
 
     def _setup_tiles(self, spec):
-        X = self.X
+        X = self._tile_rows
         # The centred rows are made once here, not per product: no row minimum.
         path = tile_path(spec.kind, X.shape[1], X.dtype)
         self.direct = path == "direct"
@@ -191,16 +201,29 @@ class KernelOperator:
         progress = _report_fraction()
         with blas_limit(1):
             return _matfree.symmetric_kernel_product(
-                self.X, self.Xt, self.Xc, self.Xct, self.xn, V, acc, self.tiles, dtiles,
+                self._tile_rows, self.Xt, self.Xc, self.Xct, self.xn, V, acc, self.tiles,
+                dtiles,
                 spec.kind, spec.params, self.direct, self.n_threads, progress)
 
     def _product(self, V, A):
         symmetric = A is None
-        A = self.X if symmetric else A
         if V.shape[1] == 0:
-            return np.zeros((A.shape[0], 0))
+            return np.zeros(((self.X if symmetric else A).shape[0], 0))
         if self.compiled is None:
-            return self._product_blocks(V, A, symmetric)
+            return self._product_blocks(V, self.X if symmetric else A, symmetric)
+        A = self._tile_rows if symmetric else A
+        if not symmetric:
+            most = _sparse.max_abs(np.ravel(A))
+            if most > self.largest and tile_scale(self._compiled_in.kind, A[:1],
+                                                  self._compiled_in.params,
+                                                  most)[2] != self.shift:
+                # Rows of another scale than X's: both at the scale of the two.
+                both = type(self).__new__(type(self))
+                both._setup(self.X, self.kernel_spec, self.n_threads, self.budget,
+                            largest=most)
+                return both._product(V, A)
+            if self.shift:
+                A = np.ldexp(A, np.int32(-self.shift)).astype(A.dtype, copy=False)
         progress = _report_fraction()
         spec = self.compiled
         out = np.empty((A.shape[0], V.shape[1]))
@@ -208,10 +231,10 @@ class KernelOperator:
         if self.mean is not None and not symmetric:
             Ac, an = _gram.centred_rows(A, self.mean, self.n_threads)
         with blas_limit(1):
-            _matfree.kernel_product(A, self.X, self.Xt, Ac, self.Xc, self.Xct, an, self.xn,
-                                    V, out,
-                                    self.tiles, self.dtiles, spec.kind, spec.params,
-                                    self.direct, symmetric, self.n_threads, progress)
+            _matfree.kernel_product(A, self._tile_rows, self.Xt, Ac, self.Xc, self.Xct, an,
+                                    self.xn, V, out, self.tiles, self.dtiles, spec.kind,
+                                    spec.params, self.direct, symmetric, self.n_threads,
+                                    progress)
         return out
 
     def _product_blocks(self, V, A, symmetric):

@@ -435,6 +435,19 @@ def _rescaled(kind, X, Y, symmetric, params, largest):
     return X, Y, params
 
 
+def tile_scale(kind, X, params, largest):
+    """(X 2^-e, the kernel parameters giving the same values on it, e) for the
+    tile loops of the matrix-free products (``fastkern._operator``), e the
+    power of two :func:`_rescaled` applies to the Gram functions' input of
+    largest |value| ``largest`` (0, with X and params themselves, where it
+    changes nothing).  Rows multiplied with X must be scaled by the same
+    2^-e."""
+    scaled, _, scaled_params = _rescaled(kind, X, X, True, params, largest)
+    if scaled is X:
+        return X, params, 0
+    return scaled, scaled_params, _range_exponent(largest, X.dtype)
+
+
 def _tiles_blas(path):
     """BLAS held to one thread where the tiles call gemm: each OpenMP thread
     runs its own single-threaded gemm on a tile."""

@@ -315,3 +315,36 @@ def test_the_packed_upper_triangle_gram_is_rescaled_too():
     np.testing.assert_allclose(K, np.exp(-d2 * 1e-308 * 1e308), rtol=1e-12, atol=1e-300)
     packed = pairwise._upper_triangle_gram(X, "rbf", {"gamma": 1e-308})
     np.testing.assert_allclose(np.triu(packed.toarray()), np.triu(K), rtol=1e-14, atol=1e-300)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+@pytest.mark.parametrize("train_scale, test_scale, gamma", [
+    (1e154, 1e154, 1e-308), (1e-160, 1e-160, 1e300), (1.0, 1e154, 0.5), (1e154, 1.0, 1e-308)])
+def test_matrix_free_products_are_rescaled_as_the_gram(kernel, train_scale, test_scale, gamma):
+    # KernelRidge's predict and the matrix-free KernelPCA multiply by tiles
+    # of K never stored (fastkern._operator); their squared distances
+    # overflowed (or underflowed) where the Gram functions' did not, and
+    # predict came back 0.27 off.  The reference: the exact Gram in long
+    # double, times the coefficients.
+    from fastkern._kernel_api import KernelSpec
+    from fastkern._operator import KernelOperator
+
+    rng = np.random.default_rng(5)
+    X, A = rng.normal(size=(40, 3)) * train_scale, rng.normal(size=(7, 3)) * test_scale
+    V = rng.normal(size=(40, 2))
+
+    def exact(P, Q):
+        P, Q = P.astype(np.longdouble), Q.astype(np.longdouble)
+        diff = P[:, None, :] - Q[None, :, :]
+        dist = (diff ** 2).sum(-1) if kernel == "rbf" else np.abs(diff).sum(-1)
+        return np.exp(-np.longdouble(gamma) * dist).astype(np.float64)
+
+    if not WIDE and max(train_scale, test_scale) > 1e150:
+        pytest.skip("the reference needs an extended-range long double")
+    op = KernelOperator.from_spec(X, KernelSpec.from_params(kernel, gamma=gamma, X=X))
+    np.testing.assert_allclose(op.matmat(V, A), exact(A, X) @ V, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(op.symmetric_matmat(V), exact(X, X) @ V, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(op.X, X)  # the operator's rows are the caller's
+    model = fastkern.KernelRidge(alpha=1.0, kernel=kernel, gamma=gamma).fit(X, V[:, 0])
+    np.testing.assert_allclose(model.predict(A), exact(A, X) @ model.dual_coef_,
+                               rtol=1e-10, atol=1e-12)
