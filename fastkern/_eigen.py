@@ -780,11 +780,12 @@ def _apply(matmat, V, dtype, n):
     return np.asarray(W, dtype=np.float64)
 
 
-def rounding_floor(n, row_means):
+def rounding_floor(n, row_means, dtype=np.float64):
     """The rounding of a product with the centred Gram, as a residual norm: the
     uncentred K has norm at least ||K 1|| / sqrt(n) = sqrt(n) ||row_means||, and
-    a product and its centring round to about sqrt(n) eps times that."""
-    return 4.0 * n * float(np.finfo(np.float64).eps) * float(np.linalg.norm(row_means))
+    a product and its centring round to about sqrt(n) eps times that (eps:
+    the products' dtype's).  An eigenvalue within it of 0 is 0."""
+    return 4.0 * n * float(np.finfo(dtype).eps) * float(np.linalg.norm(row_means))
 
 
 def block_eigsh(matmat, n, k, *, dtype=np.float64, block_size=None, tol=1e-10, max_iter=None,

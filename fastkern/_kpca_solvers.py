@@ -486,12 +486,11 @@ class ThickRestartLanczos(_CentredInPlace):
                     max_iter=_LANCZOS_RESTARTS if est.max_iter is None else est.max_iter,
                     centred=centerer is not None, n_threads=check_n_threads(est.n_threads))
         if centerer is not None:
-            # A Ritz value within the rounding of a product with K (sqrt(n)
-            # eps ||K||; ||K 1|| / sqrt(n) = sqrt(n) ||means|| <= ||K||) is 0
-            # to working precision: as in K centred first, where a Gram of
-            # identical rows centres to exact zeros and remove_zero_eig
-            # drops them all.
-            floor = n * float(np.finfo(K.dtype).eps) * float(np.linalg.norm(means))
+            # A Ritz value within the rounding of a product (the block
+            # solvers' floor too) is 0 to working precision: as in K centred
+            # first, where a Gram of identical rows centres to exact zeros
+            # and remove_zero_eig drops them all.
+            floor = rounding_floor(n, means, K.dtype)
             w = np.where(np.abs(w) <= floor, 0.0, w)
         if residuals.max() <= tol:
             return w, v
