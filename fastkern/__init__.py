@@ -1,9 +1,21 @@
 """fastkern: fast kernel methods with Cython/OpenMP Gram matrices."""
 import importlib
+import importlib.util
 
 from fastkern._version import __version__
+
+# A source tree imported before its extensions are built (python from the
+# repository's root, where ./fastkern shadows an installed copy, or a fresh
+# clone) would fail below on a "partially initialized module": say what to do.
+if importlib.util.find_spec("fastkern._openmp") is None:
+    raise ImportError(
+        f"fastkern's compiled extensions are not built in {__path__[0]}: install it with "
+        "`pip install .` from the source tree (then run Python from another directory, "
+        "so that the source tree does not shadow the installed package), or build it in "
+        "place with `python setup.py build_ext --inplace`")
+
 # First: it loads the OpenMP runtime with fastkern's wait policy (fastkern._threads).
-from fastkern import _threads  # noqa: F401  isort: skip
+from fastkern import _threads  # noqa: F401, E402  isort: skip
 
 # The public names, each loaded from its module at first use: `import fastkern`
 # then costs milliseconds instead of importing scikit-learn and every estimator,

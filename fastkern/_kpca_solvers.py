@@ -21,7 +21,7 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.extmath import svd_flip
 from sklearn.utils.validation import _check_psd_eigenvalues
 
-from fastkern import _registry
+from fastkern import _registry, _solver_names
 from fastkern._eigen import (LANCZOS_THREADED_ROWS, block_eigsh, krylov_basis,
                              lanczos_basis_size, lanczos_eigsh, missed_values,
                              one_triangle_product,
@@ -40,7 +40,7 @@ from fastkern.kernels import Kernel
 from fastkern.pairwise import PackedUpperGram, read_back
 
 # Old solver names, still accepted with a FutureWarning until fastkern 0.3.
-DEPRECATED_SOLVERS = {"lanczos": "block_krylov"}
+DEPRECATED_SOLVERS = _solver_names.KERNEL_PCA_DEPRECATED
 
 _LINEAR = KernelSpec.from_params("linear")
 _BOUNDED_KERNELS = tuple(name for k in _registry.KERNELS if k.bounded for name in k.names)
@@ -825,7 +825,10 @@ class Nystrom(_LargeN):
 SOLVERS = {s.name: s for s in (Dense(), BlockKrylov(), ThickRestartLanczos(), Arpack(),
                                Randomized(), MatrixFree(), Nystrom(), IncompleteCholesky())}
 #: Every value eigen_solver takes but the deprecated ones.
-EIGEN_SOLVERS = ("auto", *SOLVERS)
+EIGEN_SOLVERS = _solver_names.KERNEL_PCA
+if EIGEN_SOLVERS != ("auto", *SOLVERS):
+    raise ImportError("fastkern._solver_names.KERNEL_PCA must list the solvers of "
+                      f"fastkern._kpca_solvers.SOLVERS: {tuple(SOLVERS)}")
 
 
 def _names(names):

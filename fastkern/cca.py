@@ -78,7 +78,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from fastkern import _inchol
+from fastkern import _inchol, _solver_names
 from fastkern._eigen import column_signs
 from fastkern._kernel_api import (STRING_KERNELS, KernelSpec, is_precomputed, kernel_constraints,
                                   resolve_gamma, structured_kernel, validate_input)
@@ -91,7 +91,7 @@ from fastkern.lowrank import factor
 
 __all__ = ["KernelCCA"]
 
-_SOLVERS = ("auto", "dense", "incomplete_cholesky")
+_SOLVERS = _solver_names.KERNEL_CCA
 # solver="auto" takes the exact path up to this many samples.  The exact path
 # peaks at about 6.3 n x n float64 arrays (the Gram being diagonalised, the two
 # eigenvector bases, T and its SVD; RSS increase measured at n=1,000): about

@@ -436,12 +436,33 @@ def _rescaled(kind, X, Y, symmetric, params, largest):
 
 
 def tile_scale(kind, X, params, largest):
-    """(X 2^-e, the kernel parameters giving the same values on it, e) for the
-    tile loops of the matrix-free products (``fastkern._operator``), e the
-    power of two :func:`_rescaled` applies to the Gram functions' input of
-    largest |value| ``largest`` (0, with X and params themselves, where it
-    changes nothing).  Rows multiplied with X must be scaled by the same
-    2^-e."""
+    """Bring rows near 1 by a power of two for the matrix-free tile loops.
+
+    The same rescaling as the Gram functions' (:func:`_rescaled`), for
+    ``fastkern._operator``: rows whose squares would leave the dtype's range
+    are multiplied by 2^-e and gamma by 2^(gamma_degree e), which gives the
+    same kernel values.
+
+    Parameters
+    ----------
+    kind : int
+        The compiled kernel's code.
+    X : ndarray of shape (n_samples, n_features)
+        Dense rows.
+    params : ndarray
+        The compiled kernel's parameters.
+    largest : float
+        The largest |value| of X and of every row X will meet.
+
+    Returns
+    -------
+    X_scaled : ndarray of shape (n_samples, n_features)
+        X 2^-e, or X itself where e is 0.
+    params_scaled : ndarray
+        The parameters for the scaled rows (params itself where e is 0).
+    e : int
+        The exponent: rows multiplied with X must be scaled by 2^-e too.
+    """
     scaled, _, scaled_params = _rescaled(kind, X, X, True, params, largest)
     if scaled is X:
         return X, params, 0

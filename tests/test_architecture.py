@@ -21,7 +21,7 @@ ARCHITECTURE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "developer
 LAYERS = [
     ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_split",
                         "_sparse", "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos"}),
-    ("leaves", {"_version", "_testing", "_progress"}),
+    ("leaves", {"_version", "_testing", "_progress", "_solver_names"}),
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),
     ("configuration", {"_config"}),

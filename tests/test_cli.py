@@ -21,6 +21,8 @@ import matplotlib.image
 import numpy as np
 import pytest
 
+import fastkern as fastkern_package
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -305,6 +307,29 @@ def test_help(cmd, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "usage: fastkern" in proc.stdout
     assert "--threads" in proc.stdout or not cmd
+
+
+def test_help_imports_no_estimator(tmp_path):
+    # `fastkern --help` took 2.5 s, most of it importing scikit-learn and
+    # SciPy for the lists of solvers and kernels; the help of every command
+    # now reads them from fastkern._solver_names and the kernel registry.
+    script = (
+        "import sys\n"
+        "from fastkern.cli import main\n"
+        "for cmd in ([], ['kpca'], ['cca'], ['bench'], ['demo'], ['test']):\n"
+        "    try:\n"
+        "        main([*cmd, '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'sklearn', 'scipy', 'pandas', 'matplotlib'}), file=sys.stderr)\n")
+    home = os.path.dirname(os.path.dirname(fastkern_package.__file__))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": home})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+    for solver in fastkern_package.KernelPCA._parameter_constraints["eigen_solver"][0].options:
+        assert solver in proc.stdout
 
 
 @pytest.mark.slow

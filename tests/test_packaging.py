@@ -147,3 +147,24 @@ def test_device_image_list_parses():
     relied_on = {"numpy", "scipy", "scikit-learn", "cython", "setuptools", "packaging", "pip",
                  "pytest", "pytest-xdist"}
     assert relied_on - set(names) == set()
+
+
+def test_an_unbuilt_source_tree_says_how_to_build(tmp_path):
+    # Python started in a fresh clone (or the repository's root, where
+    # ./fastkern shadows the installed package) used to fail with "cannot
+    # import name '_openmp' from partially initialized module": now one line
+    # says the extensions are not built and how to build them.
+    import fastkern
+
+    source = Path(fastkern.__file__).parent
+    for path in source.rglob("*.py"):
+        target = tmp_path / "fastkern" / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", "import fastkern"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: fastkern's compiled extensions are not built in ")
+    assert "pip install ." in last and "build_ext --inplace" in last

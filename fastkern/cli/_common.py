@@ -134,11 +134,12 @@ def column_list(text):
 
 
 def kernel_names():
-    """Every kernel fastkern's Gram functions compute on numeric data (one table:
-    fastkern.pairwise.KERNEL_PARAMS)."""
-    from fastkern.pairwise import KERNEL_PARAMS
+    """Every kernel fastkern's Gram functions compute on numeric data: the
+    registry's names (fastkern.pairwise.KERNEL_PARAMS' keys), read without
+    importing the Gram functions."""
+    from fastkern import _registry
 
-    return sorted(KERNEL_PARAMS)
+    return sorted(name for k in _registry.KERNELS for name in k.names)
 
 
 def add_threads(parser, default_text="all cores, or OMP_NUM_THREADS"):

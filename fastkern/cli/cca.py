@@ -4,6 +4,7 @@ import sys
 import time
 import warnings
 
+from fastkern import _solver_names
 from fastkern.cli import _common
 from fastkern.cli._common import CLIError, Outputs, fmt_vals
 from fastkern.cli._csv import check_disjoint, read_table
@@ -25,11 +26,9 @@ runs print the same bytes."""
 
 
 def solvers():
-    """KernelCCA's solver values, from its parameter constraints (one list)."""
-    from fastkern.cca import KernelCCA
-
-    (options,) = KernelCCA._parameter_constraints["solver"]
-    return ["auto"] + sorted(set(options.options) - {"auto"})
+    """KernelCCA's solver values (fastkern._solver_names: the help lists them
+    without importing the estimator)."""
+    return ["auto"] + sorted(set(_solver_names.KERNEL_CCA) - {"auto"})
 
 
 def add_parser(sub):

@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from fastkern import _solver_names
 from fastkern.cli import _common
 from fastkern.cli._common import PLOT_EXTRA, CLIError, Outputs, fmt_vals
 from fastkern.cli._csv import feature_columns, read_table
@@ -61,16 +62,13 @@ DEGENERATE_SHARE = 0.03
 
 
 def solvers():
-    """KernelPCA's eigen_solver values, "auto" first (fastkern._kpca_solvers' table)."""
-    from fastkern._kpca_solvers import EIGEN_SOLVERS
-
-    return ["auto"] + sorted(s for s in EIGEN_SOLVERS if s != "auto")
+    """KernelPCA's eigen_solver values, "auto" first (fastkern._solver_names: the
+    help lists them without importing the estimator)."""
+    return ["auto"] + sorted(s for s in _solver_names.KERNEL_PCA if s != "auto")
 
 
 def deprecated_solvers():
-    from fastkern._kpca_solvers import DEPRECATED_SOLVERS
-
-    return dict(DEPRECATED_SOLVERS)
+    return dict(_solver_names.KERNEL_PCA_DEPRECATED)
 
 
 def add_parser(sub):
