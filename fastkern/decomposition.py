@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                           _fit_context)
 from sklearn.exceptions import NotFittedError
+from sklearn.metrics.pairwise import PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_psd_eigenvalues, check_is_fitted
 
@@ -68,6 +69,10 @@ def _clearly_positive(eigenvalues):
     return 0 < floor < float("inf") and all(v >= floor for v in values)
 
 
+#: The kernels whose gamma=None scikit-learn's KernelPCA reads as 1 / n_features.
+_SKLEARN_KERNELS = frozenset(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}
+
+
 class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 BaseEstimator):
     """Kernel principal component analysis, a drop-in for scikit-learn's ``KernelPCA``.
@@ -101,7 +106,9 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         ...), "precomputed" (X is then the training Gram, and transform takes
         k(X, X_train)), a fastkern kernel object or a callable.
     gamma : float or {"scale", "median"}, default=None
-        Kernel coefficient, as scikit-learn (None: 1 / n_features); may also be
+        Kernel coefficient, as scikit-learn (None: 1 / n_features for
+        scikit-learn's kernels, the kernel's own default for those fastkern
+        adds, as the Gram functions: 1 for "anova" and "bessel"); may also be
         "scale" (1 / (n_features X.var())) or "median" (the median heuristic,
         ``fastkern.estimate_gamma``), resolved on the training X into gamma_.
     degree : float, default=3
@@ -211,9 +218,11 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         kernel.
     gamma_ : float or None
         The gamma used: gamma resolved on the training X ("scale",
-        "median"), or 1 / n_features when gamma is None, for every kernel
-        and eigen_solver (as scikit-learn; kernels without a gamma ignore
-        it).
+        "median"), or where gamma is None, 1 / n_features for scikit-learn's
+        kernels, "precomputed" and callables, whatever the eigen_solver (as
+        scikit-learn; kernels without a gamma ignore it), and the kernel's
+        own default for the kernels fastkern adds (None for those without a
+        gamma).
     kernel_spec_ : fastkern._kernel_api.KernelSpec
         The kernel as fitted (kernel, gamma_, degree, coef0, kernel_params),
         built once at fit; transform, inverse_transform and every solver
@@ -348,11 +357,20 @@ class KernelPCA(CachedParamValidation, ClassNamePrefixFeaturesOutMixin, Transfor
         return self.kernel_spec_.gram(X, Y, out=out, n_threads=self.n_threads)
 
     def _fit_kernel_spec(self, X):
-        """Resolve gamma on the training X and build ``kernel_spec_``, as scikit-learn:
-        ``gamma_`` is gamma, or 1 / n_features when it is None, whatever the
-        kernel and the eigensolver, and that gamma_ is the kernel's gamma."""
+        """Resolve gamma on the training X and build ``kernel_spec_``.
+
+        As scikit-learn's KernelPCA, ``gamma_`` is gamma, or 1 / n_features
+        when it is None, for its kernels whatever the eigensolver; the
+        kernels fastkern adds take their own default instead, as KernelRidge,
+        the Gram functions and the command line give them (anova's gamma was
+        1 / n_features here and 1 everywhere else)."""
         gamma = resolve_gamma(self.gamma, X, self.kernel)
-        self.gamma_ = 1 / X.shape[1] if gamma is None and X.ndim == 2 else gamma
+        if gamma is None and X.ndim == 2:
+            if isinstance(self.kernel, str) and self.kernel not in _SKLEARN_KERNELS:
+                gamma = KernelSpec.of(self, gamma=None).gamma(X.shape[1])
+            else:
+                gamma = 1 / X.shape[1]
+        self.gamma_ = gamma
         self.kernel_spec_ = KernelSpec.of(self, gamma=self.gamma_)
 
     def _validate(self, X, reset):

@@ -1406,3 +1406,34 @@ def test_transform_is_the_same_on_any_thread_count_and_layout(dtype):
     expected, scale = _centred_projection_reference(est, Xt, "rbf", gamma=0.3)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(ref, expected, rtol=0, atol=tol * scale.max())
+
+
+@pytest.mark.parametrize("kernel", ["anova", "bessel"])
+def test_gamma_none_is_the_kernels_own_default_for_fastkerns_kernels(kernel, tmp_path):
+    # scikit-learn's KernelPCA reads gamma=None as 1 / n_features for its
+    # kernels; the kernels fastkern adds take their own default (1), as
+    # KernelRidge, the Gram functions and the command line do: the Python fit
+    # gave eigenvalues [355.1, 277.1] where `fastkern kpca` gave [238.9, 203.3].
+    from fastkern.cli import main
+
+    X = np.random.default_rng(3).standard_normal((80, 4))
+    model = fastkern.KernelPCA(2, kernel=kernel).fit(X)
+    assert model.gamma_ == 1.0
+    K = fastkern.pairwise_kernels(X, metric=kernel, degree=3)
+    reference = fastkern.KernelPCA(2, kernel="precomputed").fit(K)
+    np.testing.assert_allclose(model.eigenvalues_, reference.eigenvalues_, rtol=1e-12)
+    data = tmp_path / "x.csv"
+    np.savetxt(data, X, delimiter=",")
+    out = tmp_path / "t.csv"
+    assert main(["kpca", str(data), "--kernel", kernel, "--no-scale", "--no-header",
+                 "--components", "2", "--solver", "dense", "--out", str(out)]) == 0
+    # The command line's scores are the model's (signs free).
+    scores = np.loadtxt(out, delimiter=",", skiprows=1)
+    np.testing.assert_allclose(np.abs(scores[:, -2:]), np.abs(model.transform(X)),
+                               rtol=1e-8, atol=1e-8)
+
+
+def test_gamma_none_stays_one_over_n_features_for_scikit_learns_kernels():
+    X = np.abs(np.random.default_rng(4).standard_normal((30, 5)))
+    for kernel in ["rbf", "chi2", "laplacian", "sigmoid", "poly", "linear"]:
+        assert fastkern.KernelPCA(2, kernel=kernel).fit(X).gamma_ == 0.2
