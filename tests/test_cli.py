@@ -952,3 +952,15 @@ def test_progress_estimate_from_the_convergence(monkeypatch):
     assert stream.getvalue().splitlines() == [
         "[fastkern bench] RBF Gram at N=30 (0:03.0 elapsed)",
         "[fastkern bench] centering at N=30 (0:05.0 elapsed, 25%, about 0:15.0 left)"]
+
+
+@pytest.mark.parametrize("kernel, says_gamma", [("linear", False), ("spline", False),
+                                                ("rbf", True), ("anova", True)])
+def test_kpca_summary_names_gamma_only_for_kernels_that_have_one(kernel, says_gamma, tmp_path):
+    # The summary said "gamma 0.25" for the linear kernel, which has none.
+    data, _ = gaussian_csv(tmp_path / "d.csv", 40, 3)
+    proc = fastkern("kpca", data, "--kernel", kernel, "--out", tmp_path / "z.csv", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    summary = next(line for line in (proc.stdout + proc.stderr).splitlines()
+                   if line.startswith("kernel PCA ("))
+    assert ("gamma" in summary) == says_gamma, summary

@@ -483,11 +483,18 @@ def resolve_gamma(gamma, X, kernel):
     return KernelSpec.from_params(kernel, gamma=gamma, X=X).gamma(X.shape[1])
 
 
-def gamma_text(gamma, given):
+def kernel_text(kernel, gamma, given):
+    """The kernel as a summary names it: with its gamma where it has one (the
+    summary said "gamma 0.25" for the linear kernel)."""
+    from fastkern import _registry
+
+    kdef = _registry.BY_NAME.get(kernel)
+    if kdef is not None and "gamma" not in kdef.param_names:
+        return kernel
     if gamma is None:
-        return "the kernel's default gamma"
+        return f"{kernel}, the kernel's default gamma"
     source = f" ({given})" if isinstance(given, str) else ""
-    return f"gamma {gamma:.4g}{source}"
+    return f"{kernel}, gamma {gamma:.4g}{source}"
 
 
 def write_csv(csv_out, header, values, labels=None):

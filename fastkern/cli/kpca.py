@@ -259,7 +259,7 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
             raise
     gamma = getattr(kpca, "gamma_", gamma)
     solver = getattr(kpca, "_fit_solver", args.solver)
-    kernel = f"{args.kernel}, {_common.gamma_text(gamma, args.gamma)}"
+    kernel = _common.kernel_text(args.kernel, gamma, args.gamma)
     say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {solver})")
     _write_projection(Z, labels, args, csv_out)
 
