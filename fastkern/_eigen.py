@@ -405,7 +405,7 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     # Room for the probe's steps after the locked vectors.
     room = max(m, min(n - 1, m + _PROBE_MAX_STEPS))
     V = np.empty((room + 1, n), dtype)
-    H = np.zeros((room, room + 1), dtype)
+    H = np.zeros((m, m + 1), dtype)
     scratch = np.empty(max(room, n) if centred else room, dtype)
     norm = np.zeros(1, dtype)
     acc = (np.empty((_lanczos.PRODUCT_BLOCKS, n))
@@ -537,7 +537,7 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
     out, a value of K that the basis V[:j] missed, theta and Y its k
     converged Ritz pairs in the basis, ritz None or every Ritz value of the
     Lanczos tridiagonal with the last components of their vectors
-    (_lanczos.ritz_check).  Overwrites V and H."""
+    (_lanczos.ritz_check).  Overwrites V."""
     n = V.shape[1]
     top = float(theta.min())
     if not top > breakdown * norm:
@@ -582,17 +582,17 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
     else:
         rows = Z[:, j - r:].T
     V[:r] = rows.astype(V.dtype, copy=False) @ V[:j]
-    return _probe(V, H, r, steps, top, following, lowest, float(w[j - 1]), scratch, centred,
-                  rng, operand, breakdown, norm, acc, n_threads, row_start)
+    return _probe(V, r, steps, top, following, lowest, float(w[j - 1]), scratch, centred, rng,
+                  operand, breakdown, norm, acc, n_threads, row_start)
 
 
-def _probe(V, H, k, steps, top, following, lowest, largest, scratch, centred, rng, operand,
+def _probe(V, k, steps, top, following, lowest, largest, scratch, centred, rng, operand,
            breakdown, norm, acc=None, n_threads=1, row_start=None):
     """The probe (see _PROBE_FAILURE) from a random direction orthogonal to V's
     first k rows, the locked Ritz vectors, for ``steps`` steps, the count
     probe_steps gives for ``top``, ``following``, ``lowest`` and ``largest``:
     whether its largest Ritz value passes the midpoint of top and following.
-    Overwrites V[k:] and H[k:].
+    Overwrites V[k:].
 
     A largest Ritz value above ``following`` shows the complement holds more
     than the bound said (a cluster the basis had not
@@ -606,6 +606,9 @@ def _probe(V, H, k, steps, top, following, lowest, largest, scratch, centred, rn
     _lanczos.new_direction(V, k, rng.uniform(-1, 1, n), scratch, centred)
     step, end = k, k + steps
     norm_buf = np.array([norm], dtype=V.dtype)
+    # The probe's projected matrix (its rows from k; the solver's own H is
+    # sized for its basis alone).
+    H = np.zeros((k + limit, k + limit + 1), V.dtype)
     found = np.empty(limit)
     while True:
         while True:
@@ -669,10 +672,9 @@ def missed_values(K, w, v, rng, psd=True):
     # Room for the probe to run on (_probe).
     room = min(n - 1, k + _PROBE_MAX_STEPS)
     V = np.empty((room + 1, n), K.dtype)
-    H = np.zeros((room, room + 1), K.dtype)
     V[:k] = v[:, 1:].T
     with blas_limit(1):
-        return _probe(V, H, k, steps, top, following, lowest, largest, np.empty(room, K.dtype),
+        return _probe(V, k, steps, top, following, lowest, largest, np.empty(room, K.dtype),
                       False, check_random_state(rng), K, breakdown, norm)
 
 

@@ -790,9 +790,9 @@ def test_probe_runs_on_where_the_complement_holds_more_than_the_bound_said(copy)
     Q = np.linalg.eigh(K)[1][:, ::-1]
     for seed in range(10):
         room = 3 + _eigen._PROBE_MAX_STEPS
-        V, H = np.empty((room + 1, n)), np.zeros((room, room + 1))
+        V = np.empty((room + 1, n))
         V[:3] = Q[:, :3].T
         steps = _eigen.probe_steps(n, 5.0, 1.0, 0.0, 7.0)
-        found = _eigen._probe(V, H, 3, steps, 5.0, 1.0, 0.0, 7.0, np.empty(room), False,
+        found = _eigen._probe(V, 3, steps, 5.0, 1.0, 0.0, 7.0, np.empty(room), False,
                               np.random.RandomState(seed), K, np.sqrt(n) * 2.0 ** -52, 7.0)
         assert found == copy
