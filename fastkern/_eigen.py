@@ -595,9 +595,9 @@ def _probe(V, k, steps, top, following, lowest, largest, scratch, centred, rng, 
     Overwrites V[k:].
 
     A largest Ritz value above ``following`` shows the complement holds more
-    than the bound said (a cluster the basis had not
-    resolved): the bound is raised to it and the probe runs on for the steps
-    the new gap needs, or says it cannot rule a missed value out."""
+    than the bound said (a cluster the basis had not resolved): the bound is
+    raised to it and the probe runs on for the steps the new gap needs, or
+    says it cannot rule a missed value out."""
     n = V.shape[1]
     limit = min(V.shape[0] - 1 - k, n - centred - k)
     steps = min(steps, limit)
@@ -619,9 +619,10 @@ def _probe(V, k, steps, top, following, lowest, largest, scratch, centred, rng, 
             # The complement holds an invariant subspace: the probe goes on outside it.
             H[reached, reached + 1] = 0
             step = reached + 1
+            if step < n - centred:
+                _lanczos.new_direction(V, step, rng.uniform(-1, 1, n), scratch, centred)
             if step == end:
                 break
-            _lanczos.new_direction(V, step, rng.uniform(-1, 1, n), scratch, centred)
         # The probe's projections on the locked vectors are the rounding of
         # their residuals; among themselves its vectors form a Lanczos
         # tridiagonal, read by its superdiagonal (where an invariant subspace
