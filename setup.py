@@ -160,7 +160,7 @@ def _debug_cython():
 # recompiled everything.
 STAMP = os.path.join("build", "fastkern-cython.key")
 NAMES = ["_openmp", "_batches", "_gram", "_centering", "_matfree", "_split", "_sparse",
-         "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos"]
+         "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos", "_tridiagonal"]
 
 
 def _build_keys(directives):

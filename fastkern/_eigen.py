@@ -27,7 +27,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from fastkern import _centering, _inchol, _lanczos
+from fastkern import _centering, _inchol, _lanczos, _tridiagonal
 from fastkern._threads import StepThreads, blas_limit, interruptible, scipy_blas_serial
 from fastkern.pairwise import PackedUpperGram
 from fastkern._validation import check_int, check_n_threads
@@ -334,7 +334,7 @@ def probe_steps(n, top, following, lowest, largest=None):
     probe's complement holds apart from missed ones at most ``following``, and
     the least at least ``lowest``; None where the bound needs more than
     _PROBE_MAX_STEPS."""
-    steps = _lanczos.probe_step_count(n, top, following, lowest,
+    steps = _tridiagonal.probe_step_count(n, top, following, lowest,
                                       top if largest is None else largest, _PROBE_FAILURE,
                                       _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
     return int(steps) if math.isfinite(steps) else None
@@ -429,7 +429,7 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
     theta_buf, z_buf, relative = np.empty(m), np.empty(m * k), np.empty(k)
     ritz_w, ritz_last = np.empty(m), np.empty(m)
     work, iwork = (np.empty(size, dtype) for size, dtype in
-                   zip(_lanczos.check_workspace(m, k), (np.float64, np.intc)))
+                   zip(_tridiagonal.check_workspace(m, k), (np.float64, np.intc)))
     step_us = n * n * _STEP_US_PER_N2
     per_call = max(1, int(_LANCZOS_CALL_MADDS / (n * n)))
 
@@ -481,10 +481,10 @@ def lanczos_eigsh(K, k, *, tol=0.0, max_iter=None, v0=None, ncv=None, random_sta
         # check where QL declined, or where max_iter=0 wants the pairs now.
         ratio, have, ritz = -1.0, False, None
         if not restarts:
-            ratio, have = _lanczos.ritz_check(H, j, k, tol, floor, j >= n, ritz_w, ritz_last,
+            ratio, have = _tridiagonal.ritz_check(H, j, k, tol, floor, j >= n, ritz_w, ritz_last,
                                               z_buf, relative)
             if ratio < 0 or (not have and j == m and restarts >= max_iter):
-                ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, j >= n, theta_buf,
+                ratio = _tridiagonal.tridiagonal_check(H, j, k, tol, floor, j >= n, theta_buf,
                                                    z_buf, relative, work, iwork)
                 theta, have = theta_buf[:k], ratio >= 0
             else:
@@ -537,7 +537,7 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
     out, a value of K that the basis V[:j] missed, theta and Y its k
     converged Ritz pairs in the basis, ritz None or every Ritz value of the
     Lanczos tridiagonal with the last components of their vectors
-    (_lanczos.ritz_check).  Overwrites V."""
+    (_tridiagonal.ritz_check).  Overwrites V."""
     n = V.shape[1]
     top = float(theta.min())
     if not top > breakdown * norm:
@@ -549,18 +549,18 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
     # from missed copies of the top r, which are orthogonal to the locked
     # vectors to their residuals (to the whole basis only in exact
     # arithmetic: rounding brings part of a copy into it).  The further that
-    # bound lies below the k-th value, the fewer steps; _lanczos.probe_plan
+    # bound lies below the k-th value, the fewer steps; _tridiagonal.probe_plan
     # weighs them against the locking, and never splits a cluster.  Every
     # Ritz value counts, with its residual bound: from the Lanczos
     # tridiagonal before a restart (QL), else from the projected matrix.
     Z = None
     if ritz is not None:
         w, last = ritz
-        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
+        plan = _tridiagonal.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
                                    _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
     elif not restarts:
         w, last = np.empty(j), np.empty(j)
-        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, True, _PROBE_FAILURE,
+        plan = _tridiagonal.probe_plan(H, j, k, top, norm, n, w, last, True, _PROBE_FAILURE,
                                    _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
     else:
         plan = (-2,)
@@ -568,7 +568,7 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
         w, Z = linalg.eigh(np.array(H[:j, :j], dtype=np.float64), lower=True,
                            check_finite=False)
         last = np.ascontiguousarray(Z[j - 1])
-        plan = _lanczos.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
+        plan = _tridiagonal.probe_plan(H, j, k, top, norm, n, w, last, False, _PROBE_FAILURE,
                                    _PROBE_MIN_STEPS, _PROBE_MAX_STEPS)
     r, following, steps, lowest = plan
     if r < 0:
@@ -577,7 +577,7 @@ def _missed_copies(H, V, j, k, theta, Y, ritz, restarts, norm, scratch, centred,
         # The locked vectors as rows: inverse iteration's beyond Y's k, then Y's.
         rows = np.empty((r, j))
         rows[r - k:] = Y.T
-        if r > k and _lanczos.tridiagonal_vectors(H, j, w[j - r:j - k], rows.reshape(-1)):
+        if r > k and _tridiagonal.tridiagonal_vectors(H, j, w[j - r:j - k], rows.reshape(-1)):
             rows = _top_pairs(H, j, r, tridiagonal=True)[1].T
     else:
         rows = Z[:, j - r:].T
@@ -628,7 +628,7 @@ def _probe(V, k, steps, top, following, lowest, largest, scratch, centred, rng, 
         # tridiagonal, read by its superdiagonal (where an invariant subspace
         # left a 0).
         done = end - k
-        if _lanczos.tridiagonal_values(H, k, end, True, found):
+        if _tridiagonal.tridiagonal_values(H, k, end, True, found):
             found[:done] = linalg.eigvalsh(np.array(H[k:end, k:end], dtype=np.float64),
                                            lower=False, check_finite=False)
         # The top Ritz value: the complement's largest value is at least it.
@@ -689,7 +689,7 @@ def _top_pairs(H, j, l, tridiagonal=False):
     removed from the vectors).  The check with LAPACK's stemr on it took
     21-93 us against 28-210 us with syevr on the dense matrix at j = 20-80
     (5 pairs); KernelPCA's fit at 200-1000 rows took 0.87-1.01x its time.
-    The checks before a restart are now ``_lanczos.ritz_check``'s (QL, and
+    The checks before a restart are now ``_tridiagonal.ritz_check``'s (QL, and
     stein near convergence) or ``tridiagonal_check``'s (the same stemr call
     from C); this one keeps the first restart's pairs.
     """

@@ -20,7 +20,8 @@ ARCHITECTURE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "developer
 #: Bottom to top.  Modules of one layer do not import each other.
 LAYERS = [
     ("compiled loops", {"_openmp", "_batches", "_gram", "_centering", "_matfree", "_split",
-                        "_sparse", "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos"}),
+                        "_sparse", "_inchol", "_structured", "_kstats", "_featurewise", "_lanczos",
+                        "_tridiagonal"}),
     ("leaves", {"_version", "_testing", "_progress", "_solver_names"}),
     ("thread policy", {"_threads"}),
     ("validation", {"_validation"}),

@@ -9,7 +9,7 @@ from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 import fastkern
-from fastkern import _eigen, _kpca_solvers, _lanczos
+from fastkern import _eigen, _kpca_solvers, _lanczos, _tridiagonal
 from fastkern._eigen import lanczos_eigsh as _lanczos_eigsh
 
 
@@ -87,7 +87,7 @@ def test_restarts_keep_the_answer(ncv):
     _check_pairs(A, w, V, 5, 1e-12)
 
 
-def _tridiagonal(j, cluster, dtype=np.float64, rows=80):
+def _lanczos_H(j, cluster, dtype=np.float64, rows=80):
     """lanczos_eigsh's H with a Lanczos tridiagonal of order j (and rounding below it)."""
     rng = np.random.default_rng(j)
     H = np.zeros((rows, rows + 1), dtype)
@@ -107,7 +107,7 @@ def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluste
     # its other lower entries are rounding: the pairs read from its two
     # diagonals alone (stemr) are those of the whole lower triangle (syevr)
     # to that rounding.  Signs of eigenvectors are free.
-    H = _tridiagonal(j, cluster)
+    H = _lanczos_H(j, cluster)
     d = np.diagonal(H)[:j]
     H_before = H.copy()
     k = min(5, j)
@@ -127,9 +127,9 @@ def test_top_pairs_of_the_tridiagonal_match_lapack_on_the_dense_matrix(j, cluste
 
 def _check(H, j, k, tol=2.0 ** -52, floor=1e-11, exact=False):
     theta, Z, relative = np.empty(j), np.empty(j * k), np.empty(k)
-    work, iwork = _lanczos.check_workspace(j, k)
-    ratio = _lanczos.tridiagonal_check(H, j, k, tol, floor, exact, theta, Z, relative,
-                                       np.empty(work), np.empty(iwork, np.intc))
+    work, iwork = _tridiagonal.check_workspace(j, k)
+    ratio = _tridiagonal.tridiagonal_check(H, j, k, tol, floor, exact, theta, Z, relative,
+                                           np.empty(work), np.empty(iwork, np.intc))
     return ratio, theta[:k], Z.reshape(k, j).T, relative
 
 
@@ -140,7 +140,7 @@ def test_tridiagonal_check_is_the_numpy_check_on_stemrs_pairs(j, cluster, dtype)
     # The check lanczos_eigsh makes before a restart, in C: stemr's pairs as
     # scipy's wrapper gives them, and ARPACK's test on them as NumPy computes
     # it, to the last bit.
-    H = _tridiagonal(j, cluster, dtype)
+    H = _lanczos_H(j, cluster, dtype)
     H_before = H.copy()
     k = min(5, j)
     tol, floor = float(np.finfo(dtype).eps), float(np.finfo(dtype).eps) ** (2 / 3)
@@ -159,17 +159,17 @@ def test_tridiagonal_check_is_the_numpy_check_on_stemrs_pairs(j, cluster, dtype)
 
 
 def test_tridiagonal_check_declines_where_stemr_does_and_keeps_nan():
-    H = _tridiagonal(6, False)
+    H = _lanczos_H(6, False)
     H[2, 2] = np.nan  # stemr returns an error: the caller's dense solve takes over
     assert _check(H, 6, 3)[0] == -1
-    H = _tridiagonal(6, False)
+    H = _lanczos_H(6, False)
     H[5, 6] = np.nan  # a NaN coupling: NaN estimates, never a pass
     assert np.isnan(_check(H, 6, 3)[0])
 
 
 def test_tridiagonal_check_rejects_arrays_too_small():
-    H = _tridiagonal(10, False)
-    work, iwork = _lanczos.check_workspace(10, 5)
+    H = _lanczos_H(10, False)
+    work, iwork = _tridiagonal.check_workspace(10, 5)
     args = [H, 10, 5, 1e-16, 1e-11, False, np.empty(10), np.empty(50), np.empty(5),
             np.empty(work), np.empty(iwork, np.intc)]
     for position, small in [(6, np.empty(9)), (7, np.empty(49)), (8, np.empty(4)),
@@ -178,10 +178,10 @@ def test_tridiagonal_check_rejects_arrays_too_small():
         bad = list(args)
         bad[position] = small
         with pytest.raises(ValueError, match="does not fit"):
-            _lanczos.tridiagonal_check(*bad)
+            _tridiagonal.tridiagonal_check(*bad)
     for j, k in [(10, 0), (10, 11), (81, 5)]:
         with pytest.raises(ValueError, match="does not fit"):
-            _lanczos.tridiagonal_check(H, j, k, *args[3:])
+            _tridiagonal.tridiagonal_check(H, j, k, *args[3:])
 
 
 def test_checks_fall_back_to_the_dense_solve_when_ql_and_stemr_decline(monkeypatch):
@@ -197,9 +197,9 @@ def test_checks_fall_back_to_the_dense_solve_when_ql_and_stemr_decline(monkeypat
         check_calls.append(j)
         return -1.0
     monkeypatch.setattr(linalg.lapack, "dstemr", declined)
-    monkeypatch.setattr(_lanczos, "tridiagonal_check", check_declined)
+    monkeypatch.setattr(_tridiagonal, "tridiagonal_check", check_declined)
     # QL (ritz_check) declines too, as it would on a matrix it cannot reduce.
-    monkeypatch.setattr(_lanczos, "ritz_check", lambda *args: (-1.0, False))
+    monkeypatch.setattr(_tridiagonal, "ritz_check", lambda *args: (-1.0, False))
     # ncv = 30: restarts too, the first of which solves the tridiagonal (stemr).
     for ncv, restarts in [(None, False), (30, True)]:
         stemr_calls.clear()
@@ -638,13 +638,13 @@ def _lanczos_tridiagonals(n=400, d=8, gamma=0.5, k=5):
     X = np.random.default_rng(0).standard_normal((n, d))
     K = np.ascontiguousarray(_double_centred(fastkern.rbf_kernel(X, gamma=gamma)))
     seen = []
-    check = _lanczos.ritz_check
+    check = _tridiagonal.ritz_check
 
     def record(H, j, *args):
         seen.append((np.array(H), j))
         return check(H, j, *args)
     mp = pytest.MonkeyPatch()
-    mp.setattr(_lanczos, "ritz_check", record)
+    mp.setattr(_tridiagonal, "ritz_check", record)
     try:
         lanczos_eigsh(K, k, random_state=0)
     finally:
@@ -674,7 +674,7 @@ def test_tridiagonal_values_are_lapacks_with_the_last_row(case, upper):
         upper = False
     else:
         j = 40
-        H = _tridiagonal(j, case == "cluster")
+        H = _lanczos_H(j, case == "cluster")
         if case == "zero":
             H[:] = 0
         elif case == "split":
@@ -685,7 +685,7 @@ def test_tridiagonal_values_are_lapacks_with_the_last_row(case, upper):
     start = 3 if upper else 0
     T = _tridiagonal_matrix(H, j, start, upper)
     w, last = np.empty(j - start), np.empty(j - start)
-    assert _lanczos.tridiagonal_values(H, start, j, upper, w, last) == 0
+    assert _tridiagonal.tridiagonal_values(H, start, j, upper, w, last) == 0
     w_ref, Z_ref = linalg.eigh(T)
     scale = max(np.abs(T).max(), np.finfo(float).tiny)
     tol = 8 * j * np.finfo(float).eps
@@ -707,9 +707,9 @@ def test_tridiagonal_vectors_match_stemr_to_their_tiny_last_components():
     for H, j in _lanczos_tridiagonals():
         k = min(8, j)
         w = np.empty(j)
-        assert _lanczos.tridiagonal_values(H, 0, j, False, w) == 0
+        assert _tridiagonal.tridiagonal_values(H, 0, j, False, w) == 0
         Z = np.empty(j * k)
-        assert _lanczos.tridiagonal_vectors(H, j, w[j - k:], Z) == 0
+        assert _tridiagonal.tridiagonal_vectors(H, j, w[j - k:], Z) == 0
         Z = Z.reshape(k, j).T
         T = _tridiagonal_matrix(H, j)
         assert np.abs(T @ Z - Z * w[j - k:]).max() <= 1e-13 * np.abs(T).max()
@@ -727,7 +727,7 @@ def test_ritz_check_decides_as_the_stemr_check():
         k = min(5, j)
         tol, floor = np.finfo(float).eps, np.finfo(float).eps ** (2 / 3)
         w, last, Z, relative = np.empty(j), np.empty(j), np.empty(j * k), np.empty(k)
-        ratio, vectors = _lanczos.ritz_check(H, j, k, tol, floor, False, w, last, Z, relative)
+        ratio, vectors = _tridiagonal.ritz_check(H, j, k, tol, floor, False, w, last, Z, relative)
         ratio_ref, theta, _, relative_ref = _check(H, j, k, tol, floor)
         np.testing.assert_allclose(w[j - k:], theta, rtol=0,
                                    atol=8 * j * tol * np.abs(theta).max())
@@ -739,7 +739,7 @@ def test_ritz_check_decides_as_the_stemr_check():
 
 
 def _plan_reference(H, j, k, top, norm, n):
-    """_lanczos.probe_plan in NumPy: every r, its bound and steps, the cheapest kept."""
+    """_tridiagonal.probe_plan in NumPy: every r, its bound and steps, the cheapest kept."""
     w, Z = linalg.eigh(_tridiagonal_matrix(H, j))
     bounds = np.abs(H[j - 1, j] * Z[-1])
     lowest = 0.0 if np.diagonal(H[:j, :j]).min() >= 0 else -norm
@@ -767,7 +767,7 @@ def test_probe_plan_is_its_numpy_reference():
         k = 5
         w, last = np.empty(j), np.empty(j)
         top = float(np.sort(np.linalg.eigvalsh(_tridiagonal_matrix(H, j)))[-k])
-        r, following, steps, lowest = _lanczos.probe_plan(
+        r, following, steps, lowest = _tridiagonal.probe_plan(
             H, j, k, top, 10.0, 400, w, last, True, _eigen._PROBE_FAILURE,
             _eigen._PROBE_MIN_STEPS, _eigen._PROBE_MAX_STEPS)
         r_ref, following_ref, steps_ref = _plan_reference(H, j, k, top, 10.0, 400)
