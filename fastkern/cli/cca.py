@@ -14,8 +14,9 @@ Regularised kernel canonical correlation analysis (fastkern.KernelCCA) of two
 sets of columns of a CSV file: X (--x-columns) and Y (--y-columns), given by
 name or 0-based index; other columns are ignored and may hold text. Prints the
 canonical correlations, and writes the canonical variates (x_variate1..K,
-y_variate1..K, unit variance on these data) as CSV to stdout, or to --out;
-the summary and warnings then go to stderr, so stdout stays clean CSV.
+y_variate1..K, unit variance on these data) as CSV to stdout, the summary and
+warnings then on stderr so that stdout stays clean CSV; or to --out, the
+summary then on stdout.
 
 The regularisation r (--regularization) is kernlab's kcca gamma: each
 variate's coefficients a satisfy a'(K K + r K)a = 1 with the centred kernel

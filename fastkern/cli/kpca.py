@@ -15,8 +15,9 @@ from fastkern.cli._csv import feature_columns, read_table
 DESCRIPTION = f"""\
 Kernel PCA of the numeric columns of a CSV file (UTF-8, a byte-order mark is
 fine; comma, semicolon, tab or bar as delimiter). Writes the projection as CSV
-to stdout, or to --out; everything else (the summary, progress, warnings)
-goes to stderr, so stdout stays clean CSV.
+to stdout, with the summary, progress and warnings on stderr, so that stdout
+stays clean CSV; or to --out, the summary then on stdout (progress and
+warnings still on stderr).
 
 Columns are standardised to mean 0 and variance 1 before the kernel is
 applied (--scale, the default; a constant column becomes 0): on raw
