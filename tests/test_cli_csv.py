@@ -333,3 +333,60 @@ def test_ctrl_c_while_the_command_starts(tmp_path, monkeypatch):
     proc = fastkern("kpca", "--threads", "2", "d.csv", cwd=tmp_path)
     assert proc.returncode == 130
     assert proc.stderr == "fastkern kpca: interrupted\n"
+
+
+# ---------------------------------------------------------------- id columns, dropped rows
+
+
+def test_id_columns_are_carried_to_the_output_and_not_used(tmp_path, measured):
+    # --drop-columns id lost the join key; --id-columns writes it first, as
+    # read (text, or a number left as written), and keeps it out of the
+    # features: the projection is the one without the column.
+    _, X, _, _ = measured
+    rows = [["id", "a", "b", "c", "site"]] + [
+        [f"r{i:03d}", *map(_num, x), "0.50" if i % 2 else "x"] for i, x in enumerate(X)]
+    rows[4][2] = "NA"
+    data = write_csv(tmp_path / "ids.csv", rows)
+    proc = fastkern("kpca", data, "--id-columns", "id,site", "--drop-missing", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = list(csv.reader(proc.stdout.splitlines()))
+    assert out[0][:3] == ["id", "site", "PC1"]
+    kept = [i for i in range(len(X)) if i != 3]
+    assert [r[0] for r in out[1:]] == [f"r{i:03d}" for i in kept]
+    assert [r[1] for r in out[1:]] == ["0.50" if i % 2 else "x" for i in kept]
+    Z = np.array([r[2:] for r in out[1:]], dtype=float)
+    np.testing.assert_allclose(np.abs(Z), np.abs(_reference(np.delete(X, 3, axis=0))),
+                               atol=1e-7)
+    cca = fastkern("cca", data, "--x-columns", "a,b", "--y-columns", "c", "--id-columns", "id",
+                   "--drop-missing", "--components", "1", cwd=tmp_path)
+    assert cca.returncode == 0, cca.stderr
+    variates = list(csv.reader(cca.stdout.splitlines()))
+    assert variates[0] == ["id", "x_variate1", "y_variate1"]
+    assert [r[0] for r in variates[1:]] == [f"r{i:03d}" for i in kept]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["kpca", "--id-columns", "id", "--drop-columns", "id"], "both used and in --drop-columns"),
+    (["kpca", "--id-columns", "nope"], "--id-columns: column 'nope' not found"),
+    (["kpca", "--id-columns", "id", "--label-column", "id"], "both used and in --id-columns"),
+    (["kpca"], "--id-columns to carry it to the output"),
+    (["cca", "--x-columns", "a", "--y-columns", "b", "--id-columns", "a"],
+     "both used and in --id-columns"),
+])
+def test_id_columns_errors_name_the_option(tmp_path, args, message):
+    data = write_csv(tmp_path / "d.csv", [["id", "a", "b"], ["p", "1", "2"], ["q", "2", "1"],
+                                          ["s", "3", "0"]])
+    assert_usage_error(fastkern(args[0], data, *args[1:], cwd=tmp_path), message)
+
+
+def test_drop_missing_lists_the_dropped_lines(tmp_path, measured):
+    _, X, _, _ = measured
+    rows = [["a", "b", "c"]] + [list(map(_num, x)) for x in X]
+    for i in range(1, 15):
+        rows[i][0] = "?"
+    data = write_csv(tmp_path / "m.csv", rows)
+    proc = fastkern("kpca", data, "--drop-missing", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # Lines 2..15 of the file (line 1 is the header): ten named, then the count.
+    assert ("dropped 14 of 60 rows with a missing value (--drop-missing): lines "
+            "2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 4 more of") in proc.stderr

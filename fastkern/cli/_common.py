@@ -211,6 +211,26 @@ def add_header(parser):
                              "(--no-header); default: detected")
 
 
+def add_id_columns(parser):
+    """--id-columns, for the commands that write a row per input row."""
+    parser.add_argument("--id-columns", type=column_list, default=(), metavar="C1,C2,...",
+                        help="columns copied to the output unchanged, before the results "
+                             "(names or 0-based indices), e.g. a row id to join on; not "
+                             "used as features")
+
+
+def id_columns(table, specs, used, drop_missing):
+    """(indices, cells) of --id-columns: none of them among the columns used or in
+    --drop-columns is checked by the caller; cells: a list per kept row, or None."""
+    if not specs:
+        return [], None
+    ids = table.columns(specs, "--id-columns")
+    both = [table.names[j] for j in ids if j in used]
+    if both:
+        raise CLIError(f"column(s) {', '.join(both)} are both used and in --id-columns")
+    return ids, table.kept_cells(ids, used, drop_missing)
+
+
 def add_table_options(parser):
     """The options of every command that reads a CSV file."""
     add_header(parser)
@@ -218,8 +238,8 @@ def add_table_options(parser):
                         help="columns to leave out (names or 0-based indices), e.g. a row id")
     parser.add_argument("--drop-missing", action="store_true",
                         help="drop the rows with a missing value (empty, NA, NaN, null, ?) in "
-                             "the columns used, and say how many on stderr; without it a "
-                             "missing value is an error")
+                             "the columns used, and say on stderr how many and which lines; "
+                             "without it a missing value is an error")
 
 
 def add_scale(parser, what="each feature column"):
@@ -497,12 +517,13 @@ def kernel_text(kernel, gamma, given):
     return f"{kernel}, gamma {gamma:.4g}{source}"
 
 
-def write_csv(csv_out, header, values, labels=None):
+def write_csv(csv_out, header, values, labels=None, ids=None):
     """Write the rows of values under header, as CSV: to --out (csv_out, an Output), or to
     stdout when there is no --out.
 
     Each value is written as repr(float): it reads back as the same float64.  labels,
-    when given, is a last column (one label a row).
+    when given, is a last column (one label a row); ids, the --id-columns cells (a
+    list a row), the first columns, as read.  header names every column.
     """
     import csv
 
@@ -510,7 +531,8 @@ def write_csv(csv_out, header, values, labels=None):
         w = csv.writer(out, lineterminator="\n")
         w.writerow(header)
         for i, row in enumerate(values):
-            w.writerow([repr(float(v)) for v in row] + ([] if labels is None else [labels[i]]))
+            w.writerow(([] if ids is None else ids[i]) + [repr(float(v)) for v in row]
+                       + ([] if labels is None else [labels[i]]))
 
     if csv_out is not None:
         with csv_out.open() as out:

@@ -27,6 +27,8 @@ import numpy as np
 from fastkern.cli._common import CLIError
 
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none", "?"})
+# Line numbers of dropped rows the note lists before "and N more".
+_DROPPED_SHOWN = 10
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # Rows csv.Sniffer looks at to find the delimiter.
 _SNIFF_BYTES = 1 << 16
@@ -146,7 +148,8 @@ class Table:
         return None
 
     def numeric(self, cols, drop_missing=False, hints=()):
-        """The columns `cols` as a float64 array, and how many rows were dropped.
+        """The columns `cols` as a float64 array, and the file's line numbers of
+        the rows --drop-missing dropped.
 
         hints: what the non-numeric error suggests besides --drop-columns.
         """
@@ -155,7 +158,7 @@ class Table:
         cells = [[row[j] for j in cols] for _, row in self.rows]
         missing = np.array([[c.lower() in MISSING for c in r] for r in cells], dtype=bool)
         missing = missing.reshape(len(cells), len(cols))
-        dropped = 0
+        dropped = []
         lines = [line for line, _ in self.rows]
         if missing.any():
             if not drop_missing:
@@ -164,7 +167,7 @@ class Table:
                                f"{self.names[cols[k]]!r}: missing value {cells[i][k]!r} "
                                "(--drop-missing drops the rows with missing values)")
             keep = ~missing.any(axis=1)
-            dropped = int(np.sum(~keep))
+            dropped = [line for line, k in zip(lines, keep) if not k]
             cells = [r for r, k in zip(cells, keep) if k]
             lines = [line for line, k in zip(lines, keep) if k]
             if not cells:
@@ -194,6 +197,26 @@ class Table:
                                    f"value {cell!r} ({'; '.join(tips)})")
         raise CLIError(f"{self.path}: a value is not a number")  # pragma: no cover
 
+    def dropped_note(self, command, dropped):
+        """The line saying which rows --drop-missing dropped (None if none)."""
+        if not dropped:
+            return None
+        shown = ", ".join(map(str, dropped[:_DROPPED_SHOWN]))
+        more = (f" and {len(dropped) - _DROPPED_SHOWN} more" if len(dropped) > _DROPPED_SHOWN
+                else "")
+        return (f"fastkern {command}: dropped {len(dropped)} of {len(self.rows)} rows with a "
+                f"missing value (--drop-missing): line{'s' if len(dropped) > 1 else ''} "
+                f"{shown}{more} of {self.path}")
+
+    def kept_cells(self, columns, used, drop_missing):
+        """The cells of `columns` (indices), a list per row, for the rows
+        numeric(used, drop_missing) keeps."""
+        rows = self.rows
+        if drop_missing:
+            rows = [(line, r) for line, r in rows
+                    if not any(r[j].lower() in MISSING for j in used)]
+        return [[r[j] for j in columns] for _, r in rows]
+
     def id_warnings(self, cols, X):
         """A warning for each column that looks like a row id, used as a feature."""
         warnings = []
@@ -208,7 +231,8 @@ class Table:
                        else "its name")
                 leave = name if self.header else j
                 warnings.append(f"column {name!r} looks like a row id ({why}) and is used as a "
-                                f"feature; --drop-columns {leave} leaves it out")
+                                f"feature; --drop-columns {leave} leaves it out, --id-columns "
+                                f"{leave} carries it to the output")
         return warnings
 
 

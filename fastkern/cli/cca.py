@@ -54,6 +54,7 @@ def add_parser(sub):
                         help="KernelCCA's solver (default: auto: dense up to 3,000 rows)")
     _common.add_scale(parser, "each column")
     _common.add_table_options(parser)
+    _common.add_id_columns(parser)
     parser.add_argument("--out", "--output", dest="out", default=None, metavar="VARIATES.csv",
                         help="canonical variates CSV to write (default: stdout)")
     parser.add_argument("--verbose", action="store_true",
@@ -66,18 +67,21 @@ def read_views(args, say):
     """(X, Y, x_names, y_names, table) of the selected columns."""
     t0 = time.perf_counter()
     table = read_table(args.data, args.header,
-                       [*args.x_columns, *args.y_columns, *args.drop_columns])
+                       [*args.x_columns, *args.y_columns, *args.drop_columns, *args.id_columns])
     xi = table.columns(args.x_columns, "--x-columns")
     yi = table.columns(args.y_columns, "--y-columns")
     both = sorted(set(xi) & set(yi))
     if both:
         raise CLIError(f"column(s) {', '.join(table.names[j] for j in both)} are in both "
                        "--x-columns and --y-columns")
-    check_disjoint(table, xi + yi, args.drop_columns)
-    V, dropped = table.numeric(xi + yi, args.drop_missing)
-    if dropped:
-        print(f"fastkern cca: dropped {dropped} of {len(table.rows)} rows with a missing value "
-              "(--drop-missing)", file=sys.stderr)
+    check_disjoint(table, xi + yi + table.columns(args.id_columns, "--id-columns"),
+                   args.drop_columns)
+    args.ids = _common.id_columns(table, args.id_columns, xi + yi, args.drop_missing)
+    V, dropped = table.numeric(xi + yi, args.drop_missing,
+                               ("--id-columns to carry it to the output",))
+    note = table.dropped_note("cca", dropped)
+    if note is not None:
+        print(note, file=sys.stderr)
     for warning in table.id_warnings(xi + yi, V):
         print(f"fastkern cca: warning: {warning}", file=sys.stderr)
     say(f"read {V.shape[0]} rows from {args.data} in {time.perf_counter() - t0:.2f} s "
@@ -139,9 +143,11 @@ def _cca(args, views, csv_out, say):
         A, B = model.fit(X, Y).transform(X, Y)
     say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {model.solver_})")
     k = args.components
-    _common.write_csv(csv_out, [f"x_variate{j + 1}" for j in range(k)]
+    ids, id_cells = args.ids
+    _common.write_csv(csv_out, [table.names[j] for j in ids]
+                      + [f"x_variate{j + 1}" for j in range(k)]
                       + [f"y_variate{j + 1}" for j in range(k)],
-                      ([*a, *b] for a, b in zip(A, B)))
+                      ([*a, *b] for a, b in zip(A, B)), ids=id_cells)
     scaling = ("columns standardised (--no-scale to turn off)" if args.scale
                else "columns not scaled (--no-scale)")
     lines = _common.summary_lines(

@@ -10,7 +10,7 @@ import numpy as np
 from fastkern import _solver_names
 from fastkern.cli import _common
 from fastkern.cli._common import PLOT_EXTRA, CLIError, Outputs, fmt_vals
-from fastkern.cli._csv import feature_columns, read_table
+from fastkern.cli._csv import check_disjoint, feature_columns, read_table
 
 DESCRIPTION = f"""\
 Kernel PCA of the numeric columns of a CSV file (UTF-8, a byte-order mark is
@@ -89,6 +89,7 @@ def add_parser(sub):
                             for old, new in deprecated_solvers().items()) + ")")
     _common.add_scale(parser)
     _common.add_table_options(parser)
+    _common.add_id_columns(parser)
     parser.add_argument("--label-column", default=None, metavar="C",
                         help="class column (name or 0-based index): not a feature, colours the "
                              "plot and is copied to the output")
@@ -119,19 +120,29 @@ def run(args):
         csv_out = outputs.add(args.out, "--out")
         plot_out = outputs.add(args.plot, "--plot", plot=True)
         t0 = time.perf_counter()
-        given = [c for c in [args.label_column, *args.drop_columns] if c is not None]
+        given = [c for c in [args.label_column, *args.drop_columns, *args.id_columns]
+                 if c is not None]
         table = read_table(args.data, args.header, given)
         label = None if args.label_column is None else table.column(args.label_column,
                                                                     "--label-column")
-        cols = feature_columns(table, {label}, args.drop_columns, " besides the label column")
+        id_cols = table.columns(args.id_columns, "--id-columns")
+        check_disjoint(table, id_cols + ([] if label is None else [label]), args.drop_columns)
+        cols = feature_columns(table, {label, *id_cols}, args.drop_columns,
+                               " besides the label and id columns")
+        args.ids = _common.id_columns(table, args.id_columns,
+                                      cols + ([] if label is None else [label]),
+                                      args.drop_missing)
         X, dropped = table.numeric(cols, args.drop_missing,
-                                   ("--label-column for a class column",)
-                                   if label is None else ())
-        labels = _labels(table, label, args.drop_missing, cols)
+                                   ("--id-columns to carry it to the output",)
+                                   + (("--label-column for a class column",)
+                                      if label is None else ()))
+        labels = (None if label is None else
+                  [r[0] for r in table.kept_cells([label], cols, args.drop_missing)])
         args.label_name = None if label is None else table.names[label]
-        if dropped:
-            print(f"fastkern kpca: dropped {dropped} of {len(table.rows)} rows with a missing "
-                  "value (--drop-missing)", file=sys.stderr)
+        args.table_names = table.names
+        note = table.dropped_note("kpca", dropped)
+        if note is not None:
+            print(note, file=sys.stderr)
         for warning in table.id_warnings(cols, X):
             print(f"fastkern kpca: warning: {warning}", file=sys.stderr)
         n, d = X.shape
@@ -153,19 +164,6 @@ def run(args):
         outputs.commit()
     _common.print_summary(lines, args.out)
     return 0
-
-
-def _labels(table, label, drop_missing, cols):
-    """The label column's cells, for the rows numeric() kept."""
-    if label is None:
-        return None
-    from fastkern.cli._csv import MISSING
-
-    rows = table.rows
-    if drop_missing:
-        rows = [(line, r) for line, r in rows
-                if not any(r[j].lower() in MISSING for j in cols)]
-    return [r[label] for _, r in rows]
 
 
 def participation(Z):
@@ -284,10 +282,11 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
 
 
 def _write_projection(Z, labels, args, csv_out):
-    header = [f"PC{k + 1}" for k in range(Z.shape[1])]
+    ids, id_cells = args.ids
+    header = [args.table_names[j] for j in ids] + [f"PC{k + 1}" for k in range(Z.shape[1])]
     if labels is not None:
         header.append(args.label_name)
-    _common.write_csv(csv_out, header, Z, labels)
+    _common.write_csv(csv_out, header, Z, labels, id_cells)
 
 
 def _plot(args, kpca, X, Z, labels, plot_out):

@@ -105,9 +105,9 @@ def _scaling(args):
 
 
 def _report(table, X, dropped, cols, command):
-    if dropped:
-        print(f"fastkern {command}: dropped {dropped} of {len(table.rows)} rows of "
-              f"{table.path} with a missing value (--drop-missing)", file=sys.stderr)
+    note = table.dropped_note(command, dropped)
+    if note is not None:
+        print(note, file=sys.stderr)
     for warning in table.id_warnings(cols, X):
         print(f"fastkern {command}: warning: {table.path}: {warning}", file=sys.stderr)
 
