@@ -390,3 +390,30 @@ def test_drop_missing_lists_the_dropped_lines(tmp_path, measured):
     # Lines 2..15 of the file (line 1 is the header): ten named, then the count.
     assert ("dropped 14 of 60 rows with a missing value (--drop-missing): lines "
             "2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 4 more of") in proc.stderr
+
+
+# ---------------------------------------------------------------- decimal comma
+
+
+def test_a_decimal_comma_file_reads_as_its_decimal_point_twin(tmp_path, measured):
+    # A spreadsheet's export in many locales: ';' between cells, ',' in numbers.
+    # It was refused with a hint to drop the column.
+    _, X, _, _ = measured
+    point = [["a", "b", "c"]] + [[f"{v:.6f}" for v in x] for x in X]
+    comma = [[c.replace(".", ",") for c in row] for row in point]
+    twin = write_csv(tmp_path / "point.csv", point)
+    data = tmp_path / "comma.csv"
+    data.write_text("\n".join(";".join(row) for row in comma) + "\n", encoding="utf-8")
+    expected = fastkern("kpca", twin, cwd=tmp_path)
+    for extra in ([], ["--decimal", ","]):
+        proc = fastkern("kpca", data, *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == expected.stdout
+    # Told the numbers have points, the command names the way out.
+    assert_usage_error(fastkern("kpca", data, "--decimal", ".", cwd=tmp_path),
+                       "non-numeric value", "--decimal , reads a decimal comma")
+    assert_usage_error(fastkern("kpca", twin, "--decimal", ",", cwd=tmp_path),
+                       "--decimal , needs a file whose delimiter is not a comma")
+    hsic = fastkern("test", "hsic", data, "--x-columns", "a", "--y-columns", "b",
+                    "--permutations", "20", cwd=tmp_path)
+    assert hsic.returncode == 0, hsic.stderr

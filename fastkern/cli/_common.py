@@ -234,6 +234,10 @@ def id_columns(table, specs, used, drop_missing):
 def add_table_options(parser):
     """The options of every command that reads a CSV file."""
     add_header(parser)
+    parser.add_argument("--decimal", choices=(".", ","), default=None,
+                        help="the numbers' decimal mark (default: detected: a comma where "
+                             "the delimiter is not one and the numbers have commas, no "
+                             "points, as 14,23;0,5)")
     parser.add_argument("--drop-columns", type=column_list, default=(), metavar="C1,C2,...",
                         help="columns to leave out (names or 0-based indices), e.g. a row id")
     parser.add_argument("--drop-missing", action="store_true",

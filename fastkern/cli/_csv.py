@@ -191,6 +191,8 @@ class Table:
                     name = self.names[cols[k]]
                     tips = [f"--drop-columns {name if self.header else cols[k]} leaves the "
                             "column out", *hints]
+                    if _COMMA_NUMBER.fullmatch(cell):
+                        tips.insert(0, "--decimal , reads a decimal comma")
                     if lines[i] == 1 and self.header_detected:
                         tips.append("pass --header if the first row names the columns")
                     raise CLIError(f"{self.path}, line {lines[i]}, column {name!r}: non-numeric "
@@ -236,12 +238,37 @@ class Table:
         return warnings
 
 
-def read_table(path, header=None, given=()):
+# A number written with a decimal comma (14,23; -0,5e3), and one with a point.
+_COMMA_NUMBER = re.compile(r"[+-]?(\d+,\d*|,\d+)([eE][+-]?\d+)?")
+_POINT_NUMBER = re.compile(r"[+-]?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _decimal_mark(rows, delimiter, decimal):
+    """The decimal mark of the file's numbers: `decimal` when given, else a comma
+    where the delimiter is not one, some cell is a number written with a
+    comma and none with a point (a spreadsheet's export in many locales)."""
+    if decimal == "," and delimiter == ",":
+        raise CLIError("--decimal , needs a file whose delimiter is not a comma "
+                       "(semicolon, tab or bar)")
+    if decimal is not None:
+        return decimal
+    if delimiter == ",":
+        return "."
+    cells = [c for _, row in rows for c in row]
+    if any(_COMMA_NUMBER.fullmatch(c) for c in cells) and \
+            not any(_POINT_NUMBER.fullmatch(c) for c in cells):
+        return ","
+    return "."
+
+
+def read_table(path, header=None, given=(), decimal=None):
     """The Table of a CSV file (UTF-8, with or without a byte-order mark; blank rows skipped).
 
     header: True/False says whether the first row names the columns; None
     detects it (looks_like_header), with `given` the column names the
-    command line mentions.
+    command line mentions.  decimal: the numbers' decimal mark, "." or ","
+    (--decimal; None: detected, _decimal_mark); with a comma, the numbers
+    are read with a point (and so written, where a column is copied).
     """
     try:
         # utf-8-sig drops the byte-order mark spreadsheets put in front of
@@ -253,6 +280,9 @@ def read_table(path, header=None, given=()):
             reader = csv.reader(f, dialect)
             rows = [(reader.line_num, [c.strip() for c in row])
                     for row in reader if any(c.strip() for c in row)]
+        if _decimal_mark(rows, dialect.delimiter, decimal) == ",":
+            rows = [(line, [c.replace(",", ".") if _COMMA_NUMBER.fullmatch(c) else c
+                            for c in row]) for line, row in rows]
     except FileNotFoundError:
         raise CLIError(f"{path}: no such file") from None
     except IsADirectoryError:

@@ -67,7 +67,8 @@ def read_views(args, say):
     """(X, Y, x_names, y_names, table) of the selected columns."""
     t0 = time.perf_counter()
     table = read_table(args.data, args.header,
-                       [*args.x_columns, *args.y_columns, *args.drop_columns, *args.id_columns])
+                       [*args.x_columns, *args.y_columns, *args.drop_columns, *args.id_columns],
+                       args.decimal)
     xi = table.columns(args.x_columns, "--x-columns")
     yi = table.columns(args.y_columns, "--y-columns")
     both = sorted(set(xi) & set(yi))

@@ -122,7 +122,7 @@ def run(args):
         t0 = time.perf_counter()
         given = [c for c in [args.label_column, *args.drop_columns, *args.id_columns]
                  if c is not None]
-        table = read_table(args.data, args.header, given)
+        table = read_table(args.data, args.header, given, args.decimal)
         label = None if args.label_column is None else table.column(args.label_column,
                                                                     "--label-column")
         id_cols = table.columns(args.id_columns, "--id-columns")

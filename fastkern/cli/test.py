@@ -118,7 +118,7 @@ def run_mmd(args):
 
     samples = []
     for path in (args.data_x, args.data_y):
-        table = read_table(path, args.header, args.drop_columns)
+        table = read_table(path, args.header, args.drop_columns, args.decimal)
         cols = feature_columns(table, set(), args.drop_columns)
         X, dropped = table.numeric(cols, args.drop_missing)
         _report(table, X, dropped, cols, "test mmd")
@@ -153,7 +153,7 @@ def run_hsic(args):
         raise CLIError("give --x-columns and/or --y-columns (the other group is the remaining "
                        "columns)")
     given = [*(args.x_columns or ()), *(args.y_columns or ()), *args.drop_columns]
-    table = read_table(args.data, args.header, given)
+    table = read_table(args.data, args.header, given, args.decimal)
     xs = table.columns(args.x_columns, "--x-columns") if args.x_columns is not None else None
     ys = table.columns(args.y_columns, "--y-columns") if args.y_columns is not None else None
     check_disjoint(table, (xs or []) + (ys or []), args.drop_columns)
