@@ -417,3 +417,35 @@ def test_a_decimal_comma_file_reads_as_its_decimal_point_twin(tmp_path, measured
     hsic = fastkern("test", "hsic", data, "--x-columns", "a", "--y-columns", "b",
                     "--permutations", "20", cwd=tmp_path)
     assert hsic.returncode == 0, hsic.stderr
+
+
+# ---------------------------------------------------------------- fastkern gram
+
+
+def test_gram_writes_the_gram_functions_matrix(tmp_path, measured):
+    # The kernel matrix of the file's rows, read and scaled as kpca reads
+    # and scales them: CSV that reads back as the same float64, or .npy.
+    import fastkern as fk
+
+    _, X, _, _ = measured
+    rows = [["id", "a", "b", "c"]] + [[f"r{i}", *map(_num, x)] for i, x in enumerate(X)]
+    data = write_csv(tmp_path / "g.csv", rows)
+    Xs = _standardised(X)
+    proc = fastkern("gram", data, "--drop-columns", "id", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    K = np.loadtxt(proc.stdout.splitlines(), delimiter=",")
+    np.testing.assert_array_equal(K, fk.rbf_kernel(Xs, gamma=1 / 3))
+    assert "kernel matrix (rbf, gamma 0.3333) of 60 samples x 3 features" in proc.stderr
+    out = tmp_path / "K.npy"
+    proc = fastkern("gram", data, "--id-columns", "id", "--no-scale", "--kernel", "poly",
+                    "--degree", "2", "--out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(out), fk.polynomial_kernel(X, degree=2),
+                               rtol=1e-12)
+    labelled = fastkern("gram", data, "--id-columns", "id", "--kernel", "linear",
+                        cwd=tmp_path)
+    lines = list(csv.reader(labelled.stdout.splitlines()))
+    assert lines[0] == ["id"] + [f"r{i}" for i in range(len(X))]
+    assert [r[0] for r in lines[1:]] == [f"r{i}" for i in range(len(X))]
+    np.testing.assert_allclose(np.array([r[1:] for r in lines[1:]], dtype=float),
+                               Xs @ Xs.T, rtol=1e-12, atol=1e-12)

@@ -1,4 +1,4 @@
-"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca``, ``test`` and ``bench``.
+"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca``, ``gram``, ``test`` and ``bench``.
 
 One module per command (each with ``add_parser(sub)`` and the ``run`` its
 parser calls), on top of ``_common`` (errors, option types, output files),
@@ -28,7 +28,7 @@ from fastkern.cli._common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, 
 
 __all__ = ["main"]
 
-COMMANDS = ("demo", "kpca", "cca", "test", "bench")
+COMMANDS = ("demo", "kpca", "cca", "gram", "test", "bench")
 
 
 def build_parser():

@@ -527,13 +527,15 @@ def write_csv(csv_out, header, values, labels=None, ids=None):
 
     Each value is written as repr(float): it reads back as the same float64.  labels,
     when given, is a last column (one label a row); ids, the --id-columns cells (a
-    list a row), the first columns, as read.  header names every column.
+    list a row), the first columns, as read.  header names every column (None: no
+    header row).
     """
     import csv
 
     def rows(out):
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(header)
+        if header is not None:
+            w.writerow(header)
         for i, row in enumerate(values):
             w.writerow(([] if ids is None else ids[i]) + [repr(float(v)) for v in row]
                        + ([] if labels is None else [labels[i]]))
