@@ -366,7 +366,8 @@ def test_help_imports_no_estimator(tmp_path):
     script = (
         "import sys\n"
         "from fastkern.cli import main\n"
-        "for cmd in ([], ['kpca'], ['cca'], ['gram'], ['bench'], ['demo'], ['test']):\n"
+        "for cmd in ([], ['kpca'], ['cca'], ['gram'], ['ridge'], ['bench'], ['demo'],\n"
+        "            ['test']):\n"
         "    try:\n"
         "        main([*cmd, '--help'])\n"
         "    except SystemExit:\n"

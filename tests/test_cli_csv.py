@@ -449,3 +449,64 @@ def test_gram_writes_the_gram_functions_matrix(tmp_path, measured):
     assert [r[0] for r in lines[1:]] == [f"r{i}" for i in range(len(X))]
     np.testing.assert_allclose(np.array([r[1:] for r in lines[1:]], dtype=float),
                                Xs @ Xs.T, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- fastkern ridge
+
+
+def _ridge_files(tmp_path):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((90, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(90)
+    train = write_csv(tmp_path / "train.csv", [["id", "a", "b", "c", "y"]] + [
+        [f"r{i}", *map(_num, X[i]), _num(y[i])] for i in range(70)])
+    # The test file's columns in another order, with the target.
+    test = write_csv(tmp_path / "test.csv", [["c", "y", "a", "id", "b"]] + [
+        [_num(X[i, 2]), _num(y[i]), _num(X[i, 0]), f"r{i}", _num(X[i, 1])]
+        for i in range(70, 90)])
+    return X, y, train, test
+
+
+def test_ridge_predicts_as_kernel_ridge_on_scaled_columns(tmp_path):
+    # A model fitted on TRAIN.csv's scaled columns predicts TEST.csv's rows,
+    # scaled by the training rows: scikit-learn's StandardScaler and
+    # fastkern.KernelRidge give the reference.
+    from sklearn.preprocessing import StandardScaler
+
+    import fastkern as fk
+
+    X, y, train, test = _ridge_files(tmp_path)
+    proc = fastkern("ridge", train, "--target", "y", "--id-columns", "id", "--predict", test,
+                    "--penalty", "0.5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.reader(proc.stdout.splitlines()))
+    assert rows[0] == ["id", "prediction"]
+    assert [r[0] for r in rows[1:]] == [f"r{i}" for i in range(70, 90)]
+    pred = np.array([float(r[1]) for r in rows[1:]])
+    scaler = StandardScaler().fit(X[:70])
+    model = fk.KernelRidge(alpha=0.5, kernel="rbf", gamma=1 / 3).fit(scaler.transform(X[:70]),
+                                                                     y[:70])
+    expected = model.predict(scaler.transform(X[70:]))
+    np.testing.assert_allclose(pred, expected, rtol=1e-12, atol=1e-12)
+    rmse = np.sqrt(np.mean((expected - y[70:]) ** 2))
+    assert f"RMSE {rmse:.4g}" in proc.stderr
+    fitted = fastkern("ridge", train, "--target", "y", "--drop-columns", "id", "--no-scale",
+                      "--kernel", "linear", cwd=tmp_path)
+    assert fitted.returncode == 0, fitted.stderr
+    values = np.array([float(r[0]) for r in list(csv.reader(fitted.stdout.splitlines()))[1:]])
+    linear = fk.KernelRidge(alpha=1.0, kernel="linear").fit(X[:70], y[:70])
+    np.testing.assert_allclose(values, linear.predict(X[:70]), rtol=1e-10, atol=1e-12)
+
+
+def test_ridge_errors_name_the_option(tmp_path):
+    X, y, train, test = _ridge_files(tmp_path)
+    missing = write_csv(tmp_path / "missing.csv", [["a", "b"], ["1", "2"]])
+    assert_usage_error(fastkern("ridge", train, "--target", "y", "--drop-columns", "id",
+                                "--predict", missing, cwd=tmp_path),
+                       "--predict (a training feature column)", "'c'")
+    assert_usage_error(fastkern("ridge", train, "--drop-columns", "id", cwd=tmp_path),
+                       "--target")
+    assert_usage_error(fastkern("ridge", train, "--target", "nope", "--drop-columns", "id",
+                                cwd=tmp_path), "--target", "'nope'")
+    assert_usage_error(fastkern("ridge", train, "--target", "y", "--penalty", "-1",
+                                cwd=tmp_path), "--penalty")

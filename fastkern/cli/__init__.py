@@ -1,4 +1,5 @@
-"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca``, ``gram``, ``test`` and ``bench``.
+"""The ``fastkern`` command line: ``demo``, ``kpca``, ``cca``, ``gram``,
+``ridge``, ``test`` and ``bench``.
 
 One module per command (each with ``add_parser(sub)`` and the ``run`` its
 parser calls), on top of ``_common`` (errors, option types, output files),
@@ -28,7 +29,7 @@ from fastkern.cli._common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, 
 
 __all__ = ["main"]
 
-COMMANDS = ("demo", "kpca", "cca", "gram", "test", "bench")
+COMMANDS = ("demo", "kpca", "cca", "gram", "ridge", "test", "bench")
 
 
 def build_parser():

@@ -474,9 +474,17 @@ def standardise(X, names=None):
     names, else 0-based indices) and suggesting --no-scale, rather than the
     NaN or the zeroed column the scaler would hand on.
     """
-    from sklearn.preprocessing import StandardScaler
-
     import numpy as np
+
+    Xs, scaler = fitted_scaler(X, names)
+    return Xs, int(np.sum(scaler.var_ == 0))
+
+
+def fitted_scaler(X, names=None):
+    """(X's z-scores, the StandardScaler fitted to X), checked as standardise
+    says; the scaler's transform then scales new rows (fastkern ridge's)."""
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
 
     scaler = StandardScaler()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -489,7 +497,7 @@ def standardise(X, names=None):
         raise CLIError(f"the values of column(s) {which} are too large to standardise (up to "
                        f"{np.max(np.abs(X[:, cols])):.3g}; their variance overflows float64): "
                        "use --no-scale, or rescale the data")
-    return Xs, int(np.sum(scaler.var_ == 0))
+    return Xs, scaler
 
 
 def resolve_gamma(gamma, X, kernel):
