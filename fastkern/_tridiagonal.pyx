@@ -17,6 +17,42 @@ from scipy.linalg.cython_lapack cimport dstein, dstemr
 from cython cimport floating
 
 
+cdef void _read_tridiagonal(floating[:, ::1] H, Py_ssize_t start, Py_ssize_t stop,
+                           bint upper, double* d, double* e) noexcept nogil:
+    """The tridiagonal in H[start:stop, start:stop] as LAPACK takes it: its
+    diagonal into d, its subdiagonal (superdiagonal with upper) into e, and
+    e[stop - start - 1] = 0."""
+    cdef Py_ssize_t i, n = stop - start
+    for i in range(n):
+        d[i] = H[start + i, start + i]
+        if i + 1 < n:
+            e[i] = H[start + i, start + i + 1] if upper else H[start + i + 1, start + i]
+        else:
+            e[i] = 0
+
+
+cdef double _ritz_ratio(Py_ssize_t j, Py_ssize_t k, double beta, bint exact,
+                        const double* theta, const double* Z, double tol, double floor,
+                        double* relative) noexcept nogil:
+    """ARPACK's test on k Ritz pairs of a tridiagonal of order j: each pair's
+    residual estimate |beta z_j| (z: its vector, column-major in Z) relative
+    to max(floor, |theta|) into relative (0 with exact: the basis spans the
+    whole space); returns the largest over tol, NaN (from a NaN in H) winning
+    as in NumPy's max."""
+    cdef double bound, scale, x, ratio = 0
+    cdef Py_ssize_t i
+    for i in range(k):
+        bound = 0 if exact else fabs(beta * Z[i * j + j - 1])
+        scale = floor if floor > fabs(theta[i]) else fabs(theta[i])
+        relative[i] = bound / scale
+        x = bound / (tol * scale)
+        if x > ratio or x != x:
+            ratio = x
+            if x != x:
+                break
+    return ratio
+
+
 def check_workspace(Py_ssize_t j, Py_ssize_t k):
     """The doubles and ints ``tridiagonal_check`` needs for k pairs of a
     tridiagonal of order j: stemr's workspace, its support indices, and the
@@ -48,9 +84,8 @@ def tridiagonal_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol
     cdef int n = <int>j, il = <int>(j - k + 1), iu = <int>j, found = 0, ldz = <int>j
     cdef int nzc = <int>k, lwork = <int>(18 * j), liwork = <int>(10 * j), info = 0
     cdef bint tryrac = 1
-    cdef double vl = 0, vu = 0, bound, scale, ratio = 0, beta, x
+    cdef double vl = 0, vu = 0, ratio = 0
     cdef char jobz = b"V", which = b"I"
-    cdef Py_ssize_t i
     need, ineed = check_workspace(j, k)
     if not 1 <= k <= j or H.shape[0] < j or H.shape[1] < j + 1 or theta.shape[0] < j \
             or Z.shape[0] < j * k or relative.shape[0] < k or work.shape[0] < need \
@@ -59,23 +94,12 @@ def tridiagonal_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol
     with nogil:
         d = &work[18 * j]
         e = &work[19 * j]
-        for i in range(j):
-            d[i] = H[i, i]
-            e[i] = H[i + 1, i] if i + 1 < j else 0
+        _read_tridiagonal(H, 0, j, False, d, e)
         dstemr(&jobz, &which, &n, d, e, &vl, &vu, &il, &iu, &found, &theta[0], &Z[0], &ldz,
                &nzc, &iwork[10 * j], &tryrac, &work[0], &lwork, &iwork[0], &liwork, &info)
         if info == 0 and found == k:
-            beta = H[j - 1, j]
-            for i in range(k):
-                bound = 0 if exact else fabs(beta * Z[i * j + j - 1])
-                scale = floor if floor > fabs(theta[i]) else fabs(theta[i])
-                relative[i] = bound / scale
-                x = bound / (tol * scale)
-                # NaN (from a NaN in H) wins, as in NumPy's max.
-                if x > ratio or x != x:
-                    ratio = x
-                    if x != x:
-                        break
+            ratio = _ritz_ratio(j, k, H[j - 1, j], exact, &theta[0], &Z[0], tol, floor,
+                                &relative[0])
     if info != 0 or found != k:
         return -1.0
     return ratio
@@ -188,14 +212,10 @@ cdef int _ql_of(floating[:, ::1] H, Py_ssize_t start, Py_ssize_t stop, bint uppe
     """_tridiagonal_ql on the tridiagonal in H[start:stop, start:stop] (its
     subdiagonal, or superdiagonal with upper); -2 where memory ran out."""
     cdef int n = <int>(stop - start), status
-    cdef Py_ssize_t i
     cdef double* e = <double*>malloc(n * sizeof(double))
     if e == NULL:
         return -2
-    for i in range(n):
-        w[i] = H[start + i, start + i]
-        if i + 1 < n:
-            e[i] = H[start + i, start + i + 1] if upper else H[start + i + 1, start + i]
+    _read_tridiagonal(H, start, stop, upper, w, e)
     status = _tridiagonal_ql(n, w, e, z)
     free(e)
     return status
@@ -239,9 +259,8 @@ cdef int _stein_of(floating[:, ::1] H, Py_ssize_t j, const double* w, int m,
         free(buf)
         free(ibuf)
         return -2
+    _read_tridiagonal(H, 0, j, False, buf, buf + j)
     for i in range(j):
-        buf[i] = H[i, i]
-        buf[j + i] = H[i + 1, i] if i + 1 < j else 0
         # One block: stein is told of no split (iblock, isplit).
         ibuf[i] = 1
         ibuf[j + i] = n
@@ -289,7 +308,7 @@ def ritz_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol, doubl
     if not 1 <= k <= j or H.shape[0] < j or H.shape[1] < j + 1 or w.shape[0] < j \
             or last.shape[0] < j or Z.shape[0] < j * k or relative.shape[0] < k:
         raise ValueError(f"a check of {k} pairs on {j} steps does not fit its arrays")
-    cdef double beta, bound, scale, x, ratio = 0, noise
+    cdef double beta, scale, x, ratio = 0, noise
     cdef Py_ssize_t i
     cdef int status
     cdef bint short = False
@@ -309,16 +328,8 @@ def ritz_check(floating[:, ::1] H, Py_ssize_t j, Py_ssize_t k, double tol, doubl
                 status = _stein_of(H, j, &w[j - k], <int>k, &Z[0])
                 ratio = 0
                 if status == 0:
-                    for i in range(k):
-                        bound = 0 if exact else beta * fabs(Z[i * j + j - 1])
-                        scale = floor if floor > fabs(w[j - k + i]) else fabs(w[j - k + i])
-                        relative[i] = bound / scale
-                        x = bound / (tol * scale)
-                        # NaN (from a NaN in H) wins, as in NumPy's max.
-                        if x > ratio or x != x:
-                            ratio = x
-                            if x != x:
-                                break
+                    ratio = _ritz_ratio(j, k, beta, exact, &w[j - k], &Z[0], tol, floor,
+                                        &relative[0])
     if status == -2:
         raise MemoryError()
     if status:
