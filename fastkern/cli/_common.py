@@ -219,16 +219,17 @@ def add_id_columns(parser):
                              "used as features")
 
 
-def id_columns(table, specs, used, drop_missing):
-    """(indices, cells) of --id-columns: none of them among the columns used or in
-    --drop-columns is checked by the caller; cells: a list per kept row, or None."""
-    if not specs:
+def id_columns(table, ids, used, drop_missing):
+    """(names, cells) of the --id-columns ids (indices; the caller checks them
+    against --drop-columns): cells a list per row numeric(used, drop_missing)
+    keeps, or None without id columns.  An id column among those used is an
+    error."""
+    if not ids:
         return [], None
-    ids = table.columns(specs, "--id-columns")
     both = [table.names[j] for j in ids if j in used]
     if both:
         raise CLIError(f"column(s) {', '.join(both)} are both used and in --id-columns")
-    return ids, table.kept_cells(ids, used, drop_missing)
+    return [table.names[j] for j in ids], table.kept_cells(ids, used, drop_missing)
 
 
 def add_table_options(parser):

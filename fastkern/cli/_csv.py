@@ -21,6 +21,7 @@ the line and the column and says how to leave the column out.
 """
 import csv
 import re
+import sys
 
 import numpy as np
 
@@ -199,16 +200,17 @@ class Table:
                                    f"value {cell!r} ({'; '.join(tips)})")
         raise CLIError(f"{self.path}: a value is not a number")  # pragma: no cover
 
-    def dropped_note(self, command, dropped):
-        """The line saying which rows --drop-missing dropped (None if none)."""
+    def report_dropped(self, command, dropped):
+        """Say on stderr which rows --drop-missing dropped (dropped: numeric()'s
+        line numbers; nothing when there are none)."""
         if not dropped:
-            return None
+            return
         shown = ", ".join(map(str, dropped[:_DROPPED_SHOWN]))
         more = (f" and {len(dropped) - _DROPPED_SHOWN} more" if len(dropped) > _DROPPED_SHOWN
                 else "")
-        return (f"fastkern {command}: dropped {len(dropped)} of {len(self.rows)} rows with a "
-                f"missing value (--drop-missing): line{'s' if len(dropped) > 1 else ''} "
-                f"{shown}{more} of {self.path}")
+        print(f"fastkern {command}: dropped {len(dropped)} of {len(self.rows)} rows with a "
+              f"missing value (--drop-missing): line{'s' if len(dropped) > 1 else ''} "
+              f"{shown}{more} of {self.path}", file=sys.stderr)
 
     def kept_cells(self, columns, used, drop_missing):
         """The cells of `columns` (indices), a list per row, for the rows

@@ -75,14 +75,12 @@ def read_views(args, say):
     if both:
         raise CLIError(f"column(s) {', '.join(table.names[j] for j in both)} are in both "
                        "--x-columns and --y-columns")
-    check_disjoint(table, xi + yi + table.columns(args.id_columns, "--id-columns"),
-                   args.drop_columns)
-    args.ids = _common.id_columns(table, args.id_columns, xi + yi, args.drop_missing)
+    ids = table.columns(args.id_columns, "--id-columns")
+    check_disjoint(table, xi + yi + ids, args.drop_columns)
+    args.ids = _common.id_columns(table, ids, xi + yi, args.drop_missing)
     V, dropped = table.numeric(xi + yi, args.drop_missing,
                                ("--id-columns to carry it to the output",))
-    note = table.dropped_note("cca", dropped)
-    if note is not None:
-        print(note, file=sys.stderr)
+    table.report_dropped("cca", dropped)
     for warning in table.id_warnings(xi + yi, V):
         print(f"fastkern cca: warning: {warning}", file=sys.stderr)
     say(f"read {V.shape[0]} rows from {args.data} in {time.perf_counter() - t0:.2f} s "
@@ -144,9 +142,8 @@ def _cca(args, views, csv_out, say):
         A, B = model.fit(X, Y).transform(X, Y)
     say(f"fit done in {time.perf_counter() - t0:.2f} s (solver {model.solver_})")
     k = args.components
-    ids, id_cells = args.ids
-    _common.write_csv(csv_out, [table.names[j] for j in ids]
-                      + [f"x_variate{j + 1}" for j in range(k)]
+    id_names, id_cells = args.ids
+    _common.write_csv(csv_out, id_names + [f"x_variate{j + 1}" for j in range(k)]
                       + [f"y_variate{j + 1}" for j in range(k)],
                       ([*a, *b] for a, b in zip(A, B)), ids=id_cells)
     scaling = ("columns standardised (--no-scale to turn off)" if args.scale

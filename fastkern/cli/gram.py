@@ -54,12 +54,10 @@ def run(args):
         check_disjoint(table, id_cols, args.drop_columns)
         cols = feature_columns(table, set(id_cols), args.drop_columns,
                                " besides the id columns")
-        ids, id_cells = _common.id_columns(table, args.id_columns, cols, args.drop_missing)
+        id_names, id_cells = _common.id_columns(table, id_cols, cols, args.drop_missing)
         X, dropped = table.numeric(cols, args.drop_missing,
                                    ("--id-columns to carry it to the output",))
-        note = table.dropped_note("gram", dropped)
-        if note is not None:
-            print(note, file=sys.stderr)
+        table.report_dropped("gram", dropped)
         for warning in table.id_warnings(cols, X):
             print(f"fastkern gram: warning: {warning}", file=sys.stderr)
         names = [table.names[j] for j in cols]
@@ -89,7 +87,7 @@ def run(args):
         else:
             header = None
             if id_cells is not None:
-                header = [table.names[j] for j in ids] + [row[0] for row in id_cells]
+                header = id_names + [row[0] for row in id_cells]
             _common.write_csv(out, header, K, ids=id_cells)
             written = "CSV"
         outputs.commit()

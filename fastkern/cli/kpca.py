@@ -129,8 +129,7 @@ def run(args):
         check_disjoint(table, id_cols + ([] if label is None else [label]), args.drop_columns)
         cols = feature_columns(table, {label, *id_cols}, args.drop_columns,
                                " besides the label and id columns")
-        args.ids = _common.id_columns(table, args.id_columns,
-                                      cols + ([] if label is None else [label]),
+        args.ids = _common.id_columns(table, id_cols, cols + ([] if label is None else [label]),
                                       args.drop_missing)
         X, dropped = table.numeric(cols, args.drop_missing,
                                    ("--id-columns to carry it to the output",)
@@ -139,10 +138,7 @@ def run(args):
         labels = (None if label is None else
                   [r[0] for r in table.kept_cells([label], cols, args.drop_missing)])
         args.label_name = None if label is None else table.names[label]
-        args.table_names = table.names
-        note = table.dropped_note("kpca", dropped)
-        if note is not None:
-            print(note, file=sys.stderr)
+        table.report_dropped("kpca", dropped)
         for warning in table.id_warnings(cols, X):
             print(f"fastkern kpca: warning: {warning}", file=sys.stderr)
         n, d = X.shape
@@ -282,8 +278,8 @@ def _kpca(args, table, X, labels, names, csv_out, plot_out, say):
 
 
 def _write_projection(Z, labels, args, csv_out):
-    ids, id_cells = args.ids
-    header = [args.table_names[j] for j in ids] + [f"PC{k + 1}" for k in range(Z.shape[1])]
+    id_names, id_cells = args.ids
+    header = id_names + [f"PC{k + 1}" for k in range(Z.shape[1])]
     if labels is not None:
         header.append(args.label_name)
     _common.write_csv(csv_out, header, Z, labels, id_cells)

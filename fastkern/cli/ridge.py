@@ -49,8 +49,8 @@ def add_parser(sub):
 
 
 def _read(path, args, header, features, what):
-    """(X, y or None, id cells or None, the feature columns' indices, table) of a
-    CSV file.  features: None for the training file (every column but the
+    """(X, y or None, (id column names, id cells or None), the feature columns'
+    indices, table) of a CSV file.  features: None for the training file (every column but the
     target, the id and the dropped ones; the target required), else the
     training feature columns (names, or indices as text), found in this one
     (the target read where it has it)."""
@@ -71,14 +71,12 @@ def _read(path, args, header, features, what):
                                " besides the target and id columns")
     else:
         cols = [table.column(name, f"{what} (a training feature column)") for name in features]
-    _, id_cells = _common.id_columns(table, args.id_columns, cols + target, args.drop_missing)
+    id_part = _common.id_columns(table, ids, cols + target, args.drop_missing)
     V, dropped = table.numeric(cols + target, args.drop_missing,
                                ("--id-columns to carry it to the output",))
-    note = table.dropped_note("ridge", dropped)
-    if note is not None:
-        print(note, file=sys.stderr)
+    table.report_dropped("ridge", dropped)
     y = V[:, len(cols)] if target else None
-    return V[:, :len(cols)], y, id_cells, cols, table
+    return V[:, :len(cols)], y, id_part, cols, table
 
 
 def run(args):
@@ -119,8 +117,8 @@ def run(args):
             fitted = model.predict(X)
             pred = fitted if args.predict is None else model.predict(Xt)
         seconds = time.perf_counter() - t0
-        id_names = [table.names[j] for j in table.columns(args.id_columns, "--id-columns")]
-        _common.write_csv(out, id_names + ["prediction"], pred[:, None], ids=ids)
+        id_names, id_cells = ids
+        _common.write_csv(out, id_names + ["prediction"], pred[:, None], ids=id_cells)
         outputs.commit()
     scaling = ("columns standardised by the training rows (--no-scale to turn off)"
                if args.scale else "columns not scaled (--no-scale)")

@@ -105,9 +105,7 @@ def _scaling(args):
 
 
 def _report(table, X, dropped, cols, command):
-    note = table.dropped_note(command, dropped)
-    if note is not None:
-        print(note, file=sys.stderr)
+    table.report_dropped(command, dropped)
     for warning in table.id_warnings(cols, X):
         print(f"fastkern {command}: warning: {table.path}: {warning}", file=sys.stderr)
 
